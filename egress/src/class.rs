@@ -1,0 +1,218 @@
+//! Address classes (design 6.3). A name that resolves to anything but a public address is refused
+//! unless that exact `IP:port` is listed: otherwise a hostile or rebinding DNS answer would turn an
+//! allowed name into a way to reach the host's loopback services, the LAN or a cloud metadata
+//! endpoint. Pure; no I/O.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::Serialize;
+
+/// The class of an address, as far as egress is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AddressClass {
+    /// Globally routable: allowed for a listed name.
+    Public,
+    /// `0.0.0.0/8`, `::`.
+    Unspecified,
+    /// `127.0.0.0/8`, `::1`.
+    Loopback,
+    /// `10/8`, `172.16/12`, `192.168/16`.
+    Private,
+    /// `169.254/16`, `fe80::/10`.
+    LinkLocal,
+    /// `fec0::/10` (deprecated site-local).
+    SiteLocal,
+    /// `100.64/10` (carrier-grade NAT).
+    SharedCgnat,
+    /// `fc00::/7`.
+    UniqueLocal,
+    /// `192.0.0.0/24`, `2001::/23` (IETF protocol assignments, incl. Teredo), `64:ff9b:1::/48`
+    /// (local-use NAT64), `100::/64` (discard).
+    Special,
+    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, `3fff::/20`.
+    Documentation,
+    /// `198.18/15`.
+    Benchmark,
+    /// `224/4`, `ff00::/8`.
+    Multicast,
+    /// `240/4` (incl. broadcast), and other IPv6 forms inside `::/16`.
+    Reserved,
+}
+
+impl AddressClass {
+    /// True only for [`AddressClass::Public`].
+    pub fn is_public(self) -> bool {
+        self == AddressClass::Public
+    }
+
+    /// The snake_case name used in audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressClass::Public => "public",
+            AddressClass::Unspecified => "unspecified",
+            AddressClass::Loopback => "loopback",
+            AddressClass::Private => "private",
+            AddressClass::LinkLocal => "link_local",
+            AddressClass::SiteLocal => "site_local",
+            AddressClass::SharedCgnat => "shared_cgnat",
+            AddressClass::UniqueLocal => "unique_local",
+            AddressClass::Special => "special",
+            AddressClass::Documentation => "documentation",
+            AddressClass::Benchmark => "benchmark",
+            AddressClass::Multicast => "multicast",
+            AddressClass::Reserved => "reserved",
+        }
+    }
+}
+
+impl fmt::Display for AddressClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Classify an address. IPv4-mapped (`::ffff:a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
+/// (`2002::/16`) addresses are judged by the IPv4 address inside them, since that is where the
+/// packets end up.
+pub fn classify(ip: IpAddr) -> AddressClass {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> AddressClass {
+    use AddressClass as C;
+    let [a, b, c, _] = ip.octets();
+    match (a, b, c) {
+        (0, _, _) => C::Unspecified,
+        (10, _, _) => C::Private,
+        (172, 16..=31, _) => C::Private,
+        (192, 168, _) => C::Private,
+        (127, _, _) => C::Loopback,
+        (169, 254, _) => C::LinkLocal,
+        (100, 64..=127, _) => C::SharedCgnat,
+        (192, 0, 0) => C::Special,
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => C::Documentation,
+        (198, 18..=19, _) => C::Benchmark,
+        (224..=239, _, _) => C::Multicast,
+        (240..=255, _, _) => C::Reserved,
+        _ => C::Public,
+    }
+}
+
+fn classify_v6(ip: Ipv6Addr) -> AddressClass {
+    use AddressClass as C;
+    let s = ip.segments();
+    if let Some(v4) = embedded_v4(ip) {
+        return classify_v4(v4);
+    }
+    match s {
+        [0, 0, 0, 0, 0, 0, 0, 0] => C::Unspecified,
+        [0, 0, 0, 0, 0, 0, 0, 1] => C::Loopback,
+        // Everything else in ::/16: IPv4-compatible (deprecated), IPv4-translated, ...
+        [0, ..] => C::Reserved,
+        [0x64, 0xff9b, 1, ..] => C::Special,
+        [0x100, 0, 0, 0, ..] => C::Special,
+        [0x2001, 0xdb8, ..] => C::Documentation,
+        [0x2001, x, ..] if x < 0x200 => C::Special,
+        [x, ..] if x & 0xfff0 == 0x3ff0 => C::Documentation,
+        [x, ..] if x & 0xfe00 == 0xfc00 => C::UniqueLocal,
+        [x, ..] if x & 0xffc0 == 0xfe80 => C::LinkLocal,
+        [x, ..] if x & 0xffc0 == 0xfec0 => C::SiteLocal,
+        [x, ..] if x & 0xff00 == 0xff00 => C::Multicast,
+        _ => C::Public,
+    }
+}
+
+/// The IPv4 address carried by an IPv4-mapped, NAT64 well-known-prefix or 6to4 address.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let o = ip.octets();
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => {
+            Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+        }
+        [0x2002, _, ..] => Some(Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AddressClass as C;
+
+    #[test]
+    fn classes() {
+        let cases: &[(&str, AddressClass)] = &[
+            ("0.0.0.0", C::Unspecified),
+            ("0.1.2.3", C::Unspecified),
+            ("10.0.0.1", C::Private),
+            ("10.255.255.255", C::Private),
+            ("172.15.255.255", C::Public),
+            ("172.16.0.1", C::Private),
+            ("172.31.255.255", C::Private),
+            ("172.32.0.0", C::Public),
+            ("192.168.1.1", C::Private),
+            ("127.0.0.1", C::Loopback),
+            ("127.255.0.1", C::Loopback),
+            ("169.254.169.254", C::LinkLocal),
+            ("100.63.255.255", C::Public),
+            ("100.64.0.1", C::SharedCgnat),
+            ("100.127.255.255", C::SharedCgnat),
+            ("100.128.0.0", C::Public),
+            ("192.0.0.8", C::Special),
+            ("192.0.2.1", C::Documentation),
+            ("198.51.100.7", C::Documentation),
+            ("203.0.113.9", C::Documentation),
+            ("198.18.0.1", C::Benchmark),
+            ("198.19.255.255", C::Benchmark),
+            ("198.20.0.0", C::Public),
+            ("224.0.0.1", C::Multicast),
+            ("239.255.255.250", C::Multicast),
+            ("240.0.0.1", C::Reserved),
+            ("255.255.255.255", C::Reserved),
+            ("8.8.8.8", C::Public),
+            ("140.82.112.6", C::Public),
+            ("::", C::Unspecified),
+            ("::1", C::Loopback),
+            ("::2", C::Reserved),
+            ("::127.0.0.1", C::Reserved),
+            ("::ffff:0:7f00:1", C::Reserved),
+            ("fc00::1", C::UniqueLocal),
+            ("fd12:3456::1", C::UniqueLocal),
+            ("fe80::1", C::LinkLocal),
+            ("febf::1", C::LinkLocal),
+            ("fec0::1", C::SiteLocal),
+            ("feff::1", C::SiteLocal),
+            ("ff02::1", C::Multicast),
+            ("ff0e::1", C::Multicast),
+            ("2001:db8::1", C::Documentation),
+            ("3fff::1", C::Documentation),
+            ("100::1", C::Special),
+            ("100:0:0:1::1", C::Public),
+            ("2001::1", C::Special),
+            ("2001:1ff::1", C::Special),
+            ("64:ff9b:1::1", C::Special),
+            ("2606:4700::1111", C::Public),
+            ("2a00:1450::1", C::Public),
+            // Judged by the IPv4 inside.
+            ("::ffff:127.0.0.1", C::Loopback),
+            ("::ffff:10.0.0.5", C::Private),
+            ("::ffff:8.8.8.8", C::Public),
+            ("64:ff9b::169.254.169.254", C::LinkLocal),
+            ("64:ff9b::8.8.8.8", C::Public),
+            ("2002:7f00:1::1", C::Loopback),
+            ("2002:c0a8:101::1", C::Private),
+            ("2002:0808:0808::1", C::Public),
+        ];
+        for (text, want) in cases {
+            let ip: IpAddr = text.parse().unwrap();
+            assert_eq!(classify(ip), *want, "{text}");
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Reading (never terminating) the TLS ClientHello at the start of a tunnel, with
+//! `rustls::server::Acceptor`, which needs no crypto provider. The bytes are kept verbatim so they
+//! can be forwarded upstream unchanged. Input is hostile: every problem is an error, never a panic.
+
+use std::io;
+
+use rustls::server::Acceptor;
+
+/// The TLS record content type of a handshake record.
+const HANDSHAKE: u8 = 0x16;
+
+/// What the ClientHello said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHelloInfo {
+    /// The SNI host name, lower-case; `None` when absent (an IP literal sent as SNI counts as
+    /// absent).
+    pub sni: Option<String>,
+    /// The offered ALPN protocols (lossy UTF-8), empty when none.
+    pub alpn: Vec<String>,
+}
+
+/// Why the start of a tunnel is not an acceptable ClientHello.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelloError {
+    /// The first byte is not a TLS handshake record (plain HTTP, SSH, ...).
+    #[error(
+        "the tunnel did not start with a TLS handshake (first byte 0x{0:02x}); plain HTTP is refused"
+    )]
+    NotTls(u8),
+    /// rustls refused the bytes as a ClientHello.
+    #[error("not a valid TLS ClientHello: {0}")]
+    Invalid(String),
+    /// More than the limit arrived without a complete ClientHello.
+    #[error("no complete ClientHello within {0} bytes")]
+    TooLarge(usize),
+    /// The client closed (or stopped) before the ClientHello was complete.
+    #[error("the client closed the tunnel before a complete ClientHello")]
+    Truncated,
+}
+
+/// Incremental ClientHello reader: feed bytes as they arrive with [`HelloReader::push`].
+pub struct HelloReader {
+    acceptor: Acceptor,
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl HelloReader {
+    /// A reader that gives up after `limit` bytes.
+    pub fn new(limit: usize) -> HelloReader {
+        HelloReader {
+            acceptor: Acceptor::default(),
+            buf: Vec::new(),
+            limit,
+        }
+    }
+
+    /// Feed the next bytes. `Ok(None)`: need more. `Ok(Some(info))`: the hello is complete; every
+    /// byte fed so far (the hello and anything after it) is in [`HelloReader::bytes`].
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Option<ClientHelloInfo>, HelloError> {
+        if self.buf.is_empty() {
+            if let Some(&first) = bytes.first() {
+                if first != HANDSHAKE {
+                    return Err(HelloError::NotTls(first));
+                }
+            }
+        }
+        if self.buf.len() + bytes.len() > self.limit {
+            return Err(HelloError::TooLarge(self.limit));
+        }
+        self.buf.extend_from_slice(bytes);
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match self.acceptor.read_tls(&mut rest) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(HelloError::Invalid(e.to_string())),
+            }
+            match self.acceptor.accept() {
+                Ok(Some(accepted)) => {
+                    let hello = accepted.client_hello();
+                    let sni = hello.server_name().map(str::to_owned);
+                    let alpn = hello
+                        .alpn()
+                        .map(|it| {
+                            it.map(|p| String::from_utf8_lossy(p).into_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    return Ok(Some(ClientHelloInfo { sni, alpn }));
+                }
+                Ok(None) => {}
+                Err((e, _alert)) => return Err(HelloError::Invalid(e.to_string())),
+            }
+        }
+        if !rest.is_empty() {
+            // rustls' buffer would not take more although the hello is not complete.
+            return Err(HelloError::TooLarge(self.limit));
+        }
+        Ok(None)
+    }
+
+    /// Every byte fed so far, verbatim.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Take the bytes fed so far.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Read a ClientHello from `reader` (no timeout here; the caller bounds the time). Returns what it
+/// said and every byte read, to forward unchanged.
+pub async fn read_client_hello<R>(
+    reader: &mut R,
+    limit: usize,
+) -> Result<(ClientHelloInfo, Vec<u8>), HelloError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut hr = HelloReader::new(limit);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) => return Err(HelloError::Truncated),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(HelloError::Truncated),
+        };
+        if let Some(info) = hr.push(&chunk[..n])? {
+            return Ok((info, hr.into_bytes()));
+        }
+    }
+}
