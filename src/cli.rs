@@ -1,0 +1,103 @@
+//! Command-line arguments as the user types them (clap types only).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Pin, verify, proxy and sandbox MCP servers.
+#[derive(Debug, Parser)]
+#[command(name = "mcpsum", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub lockfile: Option<PathBuf>,
+    /// When to use colour (`NO_COLOR` is honoured).
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    /// Print only errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more detail.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Color {
+    /// Colour on a terminal.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a server, read its whole surface and pin it in the lockfile.
+    #[command(
+        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                  # re-lock with the recorded command"
+    )]
+    Lock(LockArgs),
+    /// Compare each server's live surface with the lockfile.
+    #[command(
+        after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json"
+    )]
+    Verify(VerifyArgs),
+    /// Show what the lockfile pins.
+    #[command(after_help = "Examples:\n  mcpsum show\n  mcpsum show --name time --json")]
+    Show(ShowArgs),
+}
+
+/// `mcpsum lock`.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The server's name in the lockfile and in client configs.
+    #[arg(long)]
+    pub name: String,
+    /// Pass this environment variable to the server (repeatable). Values are never stored.
+    #[arg(long = "env", value_name = "VAR")]
+    pub env: Vec<String>,
+    /// A JSON `policy.sandbox` object: the server runs sandboxed from its very first start.
+    #[arg(long, value_name = "FILE")]
+    pub sandbox: Option<PathBuf>,
+    /// Bound on each request to the server, in seconds (the first may include a download).
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub timeout_secs: u64,
+    /// The server's command and arguments (required for a new entry).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `mcpsum verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Verify only this server (repeatable; default: all).
+    #[arg(long)]
+    pub name: Vec<String>,
+    /// Fail (exit 1) on informational drift too.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Bound on each request to a server, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub timeout_secs: u64,
+}
+
+/// `mcpsum show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Show only this server.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}

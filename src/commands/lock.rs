@@ -1,0 +1,209 @@
+//! `mcpsum lock`: start a server, read its whole surface and pin it.
+//!
+//! The server runs before the lockfile is locked (it may take a while to start); the
+//! read-modify-write then happens under the advisory lock on a fresh read of the file, so two
+//! `lock` runs at once both land. On any failure the existing file is untouched.
+
+use crate::cli::LockArgs;
+use crate::drift;
+use crate::error::{Error, Exit, Result};
+use crate::lockfile::{
+    self, Kind, Lockfile, Policy, ServerEntry, valid_env_name, valid_server_name,
+};
+use crate::mcp::client;
+use crate::output::{self, paint, style};
+use crate::paths;
+
+/// Runs `lock`.
+pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Result<Exit> {
+    if !valid_server_name(&args.name) {
+        return Err(
+            Error::new(format!("`{}` is not a valid server name", args.name))
+                .hint("use 1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
+        );
+    }
+    let bad_env: Vec<&String> = args.env.iter().filter(|v| !valid_env_name(v)).collect();
+    if !bad_env.is_empty() {
+        return Err(Error::new(format!(
+            "`--env` takes variable names, not {}",
+            bad_env.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
+        ))
+        .hint("pass `--env NAME`; the value is read from mcpsum's environment when the server starts and never stored"));
+    }
+    let path = paths::find_lockfile(lockfile_flag)?
+        .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
+    let existing_file = lockfile::load_optional(&path)?;
+    let previous = existing_file
+        .as_ref()
+        .and_then(|l| l.servers.get(&args.name))
+        .cloned();
+
+    let (command, env) = match (&previous, args.command.is_empty()) {
+        (None, true) => {
+            return Err(Error::new(format!(
+                "server `{}` is not in `{}` yet, so a command is needed",
+                args.name,
+                path.display()
+            ))
+            .hint(format!(
+                "pass it after `--`: `mcpsum lock --name {} -- COMMAND ARGS...`",
+                args.name
+            )));
+        }
+        (Some(prev), true) => {
+            let mut env = prev.env_passthrough.clone();
+            env.extend(args.env.iter().cloned());
+            (prev.command.clone(), env)
+        }
+        (Some(prev), false) => {
+            if prev.command != args.command {
+                output::info(&format!(
+                    "replacing the command of `{}`: {} -> {}",
+                    args.name,
+                    super::show::shell_words(&prev.command),
+                    super::show::shell_words(&args.command)
+                ));
+            }
+            (args.command.clone(), args.env.clone())
+        }
+        (None, false) => (args.command.clone(), args.env.clone()),
+    };
+    let mut env = env;
+    env.sort();
+    env.dedup();
+
+    // The policy is the person's: keep it; `--sandbox` sets the sandbox part.
+    let mut policy: Option<Policy> = previous.as_ref().and_then(|p| p.policy.clone());
+    if let Some(file) = &args.sandbox {
+        let bytes = fs_err::read(file)
+            .map_err(|e| Error::new(format!("cannot read `{}`", file.display())).cause(e))?;
+        let sandbox = lockfile::parse_sandbox_policy(file, &bytes)?;
+        let problems = crate::sandboxing::check_policy_syntax(&sandbox);
+        if !problems.is_empty() {
+            return Err(Error::new(format!(
+                "`{}` is not a valid sandbox policy",
+                file.display()
+            ))
+            .details(problems));
+        }
+        policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
+    }
+
+    let mut probe_entry = ServerEntry {
+        command: command.clone(),
+        env_passthrough: env.clone(),
+        policy: policy.clone(),
+        ..placeholder_entry()
+    };
+    if let Some(prev) = &previous {
+        probe_entry.supported_versions = prev.supported_versions.clone();
+    }
+    let launch = super::launch_for(&args.name, &probe_entry, &path, false);
+    let unset = crate::mcp::process::unset_names(&env);
+    if !unset.is_empty() {
+        output::warn(&format!(
+            "{} not set in mcpsum's environment, so the server will not get {}",
+            unset
+                .iter()
+                .map(|v| format!("`{v}` is"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if unset.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    output::info(&format!(
+        "{} `{}`: {}",
+        paint(style::BOLD, "starting"),
+        args.name,
+        super::show::shell_words(&command)
+    ));
+    let locked_era = previous.as_ref().map(ServerEntry::era);
+    let surface = client::read_surface(&launch, locked_era, super::options(args.timeout_secs))
+        .await
+        .map_err(|f| super::server_error("cannot lock", &launch, f))?;
+
+    let mut entry = ServerEntry::from_surface(command, env, &surface, policy).map_err(|e| {
+        Error::new(format!("cannot lock server `{}`", args.name))
+            .cause(e)
+            .hint("mcpsum never pins a partial or ambiguous surface; fix the server or report it to its authors")
+    })?;
+    let dropped = lockfile::prune_policy(&mut entry);
+
+    // Read-modify-write under the advisory lock, on a fresh read.
+    {
+        let _guard = lockfile::LockGuard::acquire(&path)?;
+        let mut lock = lockfile::load_optional(&path)?.unwrap_or_else(Lockfile::default);
+        lock.servers.insert(args.name.clone(), entry.clone());
+        let bytes = lockfile::to_bytes(&lock);
+        // Validate what is about to be written exactly as a later load would.
+        lockfile::load_from_bytes(&path, &bytes)?;
+        lockfile::write_atomic(&path, &bytes)?;
+    }
+
+    report(&args.name, &path, previous.as_ref(), &entry, &dropped);
+    Ok(Exit::Ok)
+}
+
+fn placeholder_entry() -> ServerEntry {
+    let empty = lockfile::Digests::compute(None, &[], &[], &[], &[]);
+    ServerEntry {
+        command: Vec::new(),
+        env_passthrough: Vec::new(),
+        protocol_version: String::new(),
+        supported_versions: None,
+        server_info: serde_json::Value::Null,
+        instructions: None,
+        capabilities: serde_json::Value::Null,
+        tools: Vec::new(),
+        prompts: Vec::new(),
+        resources: Vec::new(),
+        resource_templates: Vec::new(),
+        policy: None,
+        digests: empty,
+    }
+}
+
+fn report(
+    name: &str,
+    path: &std::path::Path,
+    previous: Option<&ServerEntry>,
+    entry: &ServerEntry,
+    dropped: &[String],
+) {
+    let info = &entry.server_info;
+    let counts = Kind::ALL
+        .iter()
+        .map(|k| format!("{} {}", entry.items(*k).len(), k.plural()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    output::info(&format!(
+        "{} `{name}` in `{}`: {}, protocol {}, {} {}; {counts}",
+        paint(style::OK, "locked"),
+        path.display(),
+        entry.era(),
+        entry.protocol_version,
+        info.get("name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?"),
+        info.get("version")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?"),
+    ));
+    if let Some(prev) = previous {
+        match drift::compare(prev, &entry.surface()) {
+            Ok(d) if d.class() == drift::Class::Clean => {
+                output::info("  unchanged since the previous lock")
+            }
+            Ok(d) => {
+                output::info("  changes against the previous lock:");
+                output::info(drift::render(&d, "    ").trim_end());
+            }
+            Err(_) => {}
+        }
+    }
+    for label in dropped {
+        output::warn(&format!(
+            "dropped the taint label {label} of `{name}`: that tool is no longer listed; label a renamed tool again"
+        ));
+    }
+}

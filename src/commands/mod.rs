@@ -1,0 +1,88 @@
+//! One module per subcommand. Each returns the exit status or a user-facing error.
+
+pub mod lock;
+pub mod show;
+pub mod verify;
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::lockfile::{Lockfile, ServerEntry};
+use crate::mcp::client::{ClientError, Failure, Options};
+use crate::mcp::framing::DEFAULT_MAX_MESSAGE;
+use crate::mcp::process::Launch;
+
+/// The entry named `name`, or an error listing the names there are.
+pub fn entry<'a>(lock: &'a Lockfile, path: &Path, name: &str) -> Result<&'a ServerEntry> {
+    lock.servers
+        .get(name)
+        .ok_or_else(|| unknown_server(lock, path, name))
+}
+
+/// "no server named X" with the names that exist.
+pub fn unknown_server(lock: &Lockfile, path: &Path, name: &str) -> Error {
+    let names: Vec<String> = lock.servers.keys().map(|n| format!("`{n}`")).collect();
+    let err = Error::new(format!("`{}` has no server named `{name}`", path.display()));
+    if names.is_empty() {
+        err.hint(format!(
+            "lock it first: `mcpsum lock --name {name} -- COMMAND...`"
+        ))
+    } else {
+        err.hint(format!("servers in this lockfile: {}", names.join(", ")))
+    }
+}
+
+/// How to start a locked entry.
+pub fn launch_for(
+    name: &str,
+    entry: &ServerEntry,
+    lockfile: &Path,
+    forward_stderr: bool,
+) -> Launch {
+    Launch {
+        server: name.to_owned(),
+        argv: entry.command.clone(),
+        env_passthrough: entry.env_passthrough.clone(),
+        forward_stderr,
+        sandbox: entry.sandbox().map(|p| crate::sandboxing::SandboxSpec {
+            policy: p.clone(),
+            lockfile: lockfile.to_path_buf(),
+        }),
+    }
+}
+
+/// Request options from `--timeout-secs`.
+pub fn options(timeout_secs: u64) -> Options {
+    Options {
+        timeout: Duration::from_secs(timeout_secs.max(1)),
+        max_message: DEFAULT_MAX_MESSAGE,
+    }
+}
+
+/// Turns a client failure into a user-facing error naming the server, with the server's last
+/// stderr lines and a hint that fits the failure.
+pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
+    let Failure { error, stderr } = failure;
+    let mut err = Error::new(format!("{what} server `{}`", launch.server)).cause(&error);
+    if !stderr.is_empty() {
+        let mut lines = vec!["its last stderr lines:".to_owned()];
+        lines.extend(stderr.iter().map(|l| format!("  | {l}")));
+        err = err.details(lines);
+    }
+    let missing_basics: Vec<&str> = ["PATH", "HOME"]
+        .into_iter()
+        .filter(|v| !launch.env_passthrough.iter().any(|e| e == v))
+        .collect();
+    let hint = match &error {
+        ClientError::Spawn(_) => "check the command; a program name is looked up on mcpsum's own PATH".to_owned(),
+        ClientError::Exited { .. } | ClientError::Timeout { .. } if !missing_basics.is_empty() => format!(
+            "the server gets no environment variables unless they are listed, and `uvx`/`npx` servers need {}: lock it with {}",
+            missing_basics.join(" and "),
+            missing_basics.iter().map(|v| format!("`--env {v}`")).collect::<Vec<_>>().join(" ")
+        ),
+        ClientError::Timeout { .. } => "raise `--timeout-secs` if the server is slow to start (a first download), or check that it speaks MCP on stdio".to_owned(),
+        _ => "check that the command starts an MCP server on stdio; run it by hand to see its output".to_owned(),
+    };
+    err.hint(hint)
+}

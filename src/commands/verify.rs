@@ -1,0 +1,138 @@
+//! `mcpsum verify`: start each selected server in its locked era, under its sandbox, and compare
+//! its live surface with the lock. Servers are verified concurrently.
+
+use serde_json::{Value, json};
+
+use crate::cli::VerifyArgs;
+use crate::drift::{self, Class, Drift};
+use crate::error::{Error, Exit, Result};
+use crate::lockfile;
+use crate::mcp::client;
+use crate::output::{self, paint, style};
+use crate::paths;
+
+enum Outcome {
+    Checked(Drift),
+    Failed(Error),
+}
+
+/// Runs `verify`.
+pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
+    let path = paths::require_lockfile(lockfile_flag)?;
+    let lock = lockfile::load(&path)?;
+    let names: Vec<String> = if args.name.is_empty() {
+        lock.servers.keys().cloned().collect()
+    } else {
+        for n in &args.name {
+            super::entry(&lock, &path, n)?;
+        }
+        let mut n = args.name.clone();
+        n.sort();
+        n.dedup();
+        n
+    };
+    let opts = super::options(args.timeout_secs);
+    let mut tasks = Vec::new();
+    for name in &names {
+        let entry = lock.servers[name].clone();
+        let launch = super::launch_for(name, &entry, &path, false);
+        tasks.push(tokio::spawn(async move {
+            match client::read_surface(&launch, Some(entry.era()), opts).await {
+                Ok(surface) => match drift::compare(&entry, &surface) {
+                    Ok(d) => Outcome::Checked(d),
+                    Err(e) => Outcome::Failed(
+                        Error::new(format!("cannot verify server `{}`", launch.server)).cause(e),
+                    ),
+                },
+                Err(f) => Outcome::Failed(super::server_error("cannot verify", &launch, f)),
+            }
+        }));
+    }
+    let mut results = Vec::new();
+    for (name, task) in names.iter().zip(tasks) {
+        let outcome = task.await.unwrap_or_else(|e| {
+            Outcome::Failed(Error::new(format!("verifying `{name}` crashed")).cause(e))
+        });
+        results.push((name.clone(), outcome));
+    }
+
+    let mut exit = Exit::Ok;
+    for (_, outcome) in &results {
+        let this = match outcome {
+            Outcome::Failed(_) => Exit::CannotRun,
+            Outcome::Checked(d) => match d.class() {
+                Class::Definitional => Exit::Problem,
+                Class::Informational if args.strict => Exit::Problem,
+                _ => Exit::Ok,
+            },
+        };
+        exit = exit.max(this);
+    }
+
+    if args.json {
+        let servers: Vec<Value> = results
+            .iter()
+            .map(|(name, o)| match o {
+                Outcome::Checked(d) => json!({
+                    "name": name,
+                    "status": d.class(),
+                    "items": d.items,
+                    "fields": d.fields,
+                }),
+                Outcome::Failed(e) => json!({"name": name, "status": "error", "error": e.one_line(), "hint": e.hint_text()}),
+            })
+            .collect();
+        let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "servers": servers});
+        output::stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ));
+        return Ok(exit);
+    }
+
+    let mut out = String::new();
+    for (name, outcome) in &results {
+        match outcome {
+            Outcome::Checked(d) => match d.class() {
+                Class::Clean => {
+                    out.push_str(&format!("{} {name}: clean\n", paint(style::OK, "ok")));
+                }
+                Class::Informational => {
+                    let mark = if args.strict {
+                        paint(style::ERROR, "drift")
+                    } else {
+                        paint(style::WARN, "info")
+                    };
+                    out.push_str(&format!("{mark} {name}: informational drift\n"));
+                    out.push_str(&drift::render(d, "  "));
+                }
+                Class::Definitional => {
+                    out.push_str(&format!(
+                        "{} {name}: definitional drift: {}\n",
+                        paint(style::ERROR, "drift"),
+                        d.summary()
+                    ));
+                    out.push_str(&drift::render(d, "  "));
+                }
+            },
+            Outcome::Failed(e) => {
+                out.push_str(&format!(
+                    "{} {name}: could not verify\n",
+                    paint(style::ERROR, "error")
+                ));
+                for line in e.to_string().lines() {
+                    out.push_str(&format!("  {line}\n"));
+                }
+            }
+        }
+    }
+    if exit == Exit::Problem {
+        out.push_str(&format!(
+            "\n{}: review the changes; if they are expected, run `mcpsum lock --name NAME` and commit `{}`\n",
+            paint(style::BOLD, "hint"),
+            path.display()
+        ));
+    }
+    output::stdout(&out);
+    Ok(exit)
+}

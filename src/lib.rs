@@ -1,0 +1,26 @@
+//! mcpsum: pin what MCP servers show a model in a reviewed lockfile, verify it, and run servers
+//! through a proxy that serves only the pinned surface, under an OS sandbox and a taint policy.
+#![forbid(unsafe_code)]
+
+pub mod canonical;
+pub mod cli;
+pub mod commands;
+pub mod drift;
+pub mod error;
+pub mod lockfile;
+pub mod mcp;
+pub mod output;
+pub mod paths;
+pub mod sandboxing;
+
+pub use error::{Error, Exit, Result};
+
+/// Runs the parsed command line and returns the exit status.
+pub async fn run(cli: cli::Cli) -> Result<Exit> {
+    let lockfile = cli.lockfile.as_deref();
+    match &cli.command {
+        cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
+        cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
+        cli::Command::Show(a) => commands::show::run(lockfile, a),
+    }
+}

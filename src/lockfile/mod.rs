@@ -1,0 +1,586 @@
+//! The `mcp.lock` model: what the file holds, how entries are built from a server's surface, and
+//! the digests that tie them together. Reading and validating is `read.rs`, writing `write.rs`.
+//!
+//! An entry in memory is always canonical: items sorted by their key, digests computed from the
+//! items. `ServerEntry::from_surface` is the only constructor used for new entries, so writing is
+//! pure formatting.
+
+mod digest;
+mod read;
+mod write;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use digest::Sha256Digest;
+pub(crate) use read::parse_sandbox_policy;
+pub use read::{load, load_from_bytes, load_optional};
+pub use write::{LockGuard, to_bytes, write_atomic};
+
+/// The versions of the format this build reads.
+pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
+
+/// At most this many items of one kind are locked; a server listing more makes `lock` fail.
+pub const MAX_ITEMS_PER_KIND: usize = 1000;
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lockfile {
+    /// 1 or 2; recomputed on write (2 only while an entry needs it).
+    pub lockfile_version: u32,
+    /// The mcpsum that wrote the file. Informational.
+    pub generator: String,
+    /// One entry per server, sorted by name.
+    pub servers: BTreeMap<String, ServerEntry>,
+}
+
+impl Default for Lockfile {
+    fn default() -> Self {
+        Self {
+            lockfile_version: 1,
+            generator: generator(),
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// `mcpsum X.Y.Z`, written into `generator`.
+pub fn generator() -> String {
+    format!("mcpsum {}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Lockfile {
+    /// The version this file must be written as: 2 while any entry is a 2026-07-28 entry.
+    pub fn required_version(&self) -> u32 {
+        if self
+            .servers
+            .values()
+            .any(|e| e.supported_versions.is_some())
+        {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// One server's pinned surface and its policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerEntry {
+    /// The exact argv the proxy runs.
+    pub command: Vec<String>,
+    /// Names of environment variables passed to the server. Values are never stored.
+    pub env_passthrough: Vec<String>,
+    /// The protocol version spoken with the server.
+    pub protocol_version: String,
+    /// Only for a 2026-07-28 entry: the versions the server listed in `server/discover`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supported_versions: Option<Vec<String>>,
+    /// What the server reported about itself. Informational.
+    pub server_info: Value,
+    /// The server's instructions (`null` when it gave none). Definitional.
+    pub instructions: Option<String>,
+    /// The server's capabilities, verbatim. Informational.
+    pub capabilities: Value,
+    /// Full tool definitions, sorted by `name`.
+    pub tools: Vec<Value>,
+    /// Full prompt definitions, sorted by `name`.
+    pub prompts: Vec<Value>,
+    /// Full resource definitions, sorted by `uri`.
+    pub resources: Vec<Value>,
+    /// Full resource template definitions, sorted by `uriTemplate`.
+    pub resource_templates: Vec<Value>,
+    /// Written by people, never by servers; not covered by digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// Digests of every item and of the whole surface.
+    pub digests: Digests,
+}
+
+/// The digests of one entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Digests {
+    /// Digest of the canonical form of this object without `surface`.
+    pub surface: Sha256Digest,
+    /// Digest of the canonical instructions string, or `null`.
+    pub instructions: Option<Sha256Digest>,
+    /// Per tool name.
+    pub tools: BTreeMap<String, Sha256Digest>,
+    /// Per prompt name.
+    pub prompts: BTreeMap<String, Sha256Digest>,
+    /// Per resource URI.
+    pub resources: BTreeMap<String, Sha256Digest>,
+    /// Per resource template URI template.
+    pub resource_templates: BTreeMap<String, Sha256Digest>,
+}
+
+/// `policy`: taint labels and a sandbox.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Policy {
+    /// Taint labels (I6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taint: Option<TaintPolicy>,
+    /// OS sandbox (I5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxPolicy>,
+}
+
+impl Policy {
+    /// True when nothing is set, so the key can be left out.
+    pub fn is_empty(&self) -> bool {
+        self.taint.is_none() && self.sandbox.is_none()
+    }
+}
+
+/// `policy.taint`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaintPolicy {
+    /// Tools (or `resources:*`, `prompts:*`) whose results may carry attacker text.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// Tools whose calls have consequences or can carry data out.
+    #[serde(default)]
+    pub sinks: Vec<String>,
+}
+
+/// The wildcard label for every `resources/read`.
+pub const RESOURCES_WILDCARD: &str = "resources:*";
+/// The wildcard label for every `prompts/get`.
+pub const PROMPTS_WILDCARD: &str = "prompts:*";
+
+/// `policy.sandbox`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxPolicy {
+    /// Extra readable and writable paths.
+    #[serde(default)]
+    pub filesystem: FilesystemPolicy,
+    /// Network rules; absent means no network at all.
+    #[serde(default)]
+    pub network: NetworkPolicy,
+}
+
+/// `policy.sandbox.filesystem`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FilesystemPolicy {
+    /// Paths readable (recursively) beyond the runtime base.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Paths readable and writable.
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// `policy.sandbox.network`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkPolicy {
+    /// `[]`: no network. Otherwise `host:port` entries reached through the egress proxy.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// The four kinds of items a server lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `tools/list`, keyed by `name`.
+    Tool,
+    /// `prompts/list`, keyed by `name`.
+    Prompt,
+    /// `resources/list`, keyed by `uri`.
+    Resource,
+    /// `resources/templates/list`, keyed by `uriTemplate`.
+    ResourceTemplate,
+}
+
+impl Kind {
+    /// All kinds, in file order.
+    pub const ALL: [Kind; 4] = [
+        Kind::Tool,
+        Kind::Prompt,
+        Kind::Resource,
+        Kind::ResourceTemplate,
+    ];
+
+    /// The field that identifies an item.
+    pub fn key_field(self) -> &'static str {
+        match self {
+            Kind::Tool | Kind::Prompt => "name",
+            Kind::Resource => "uri",
+            Kind::ResourceTemplate => "uriTemplate",
+        }
+    }
+
+    /// The lockfile (and list result) field holding the array.
+    pub fn field(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::Resource => "resources",
+            Kind::ResourceTemplate => "resourceTemplates",
+        }
+    }
+
+    /// The list method.
+    pub fn list_method(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools/list",
+            Kind::Prompt => "prompts/list",
+            Kind::Resource => "resources/list",
+            Kind::ResourceTemplate => "resources/templates/list",
+        }
+    }
+
+    /// The server capability that gates the list.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::Resource | Kind::ResourceTemplate => "resources",
+        }
+    }
+
+    /// Singular noun for messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::Resource => "resource",
+            Kind::ResourceTemplate => "resource template",
+        }
+    }
+
+    /// Plural noun for messages.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::Resource => "resources",
+            Kind::ResourceTemplate => "resource templates",
+        }
+    }
+
+    /// The key of an item, if it has a string key field.
+    pub fn key_of(self, item: &Value) -> Option<&str> {
+        item.get(self.key_field()).and_then(Value::as_str)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.noun())
+    }
+}
+
+/// The protocol era of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` handshake (protocol versions up to 2025-11-25).
+    Legacy,
+    /// Stateless 2026-07-28 (`server/discover`, version in every request's `_meta`).
+    Modern,
+}
+
+impl fmt::Display for Era {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Era::Legacy => "legacy (initialize)",
+            Era::Modern => "2026-07-28 (server/discover)",
+        })
+    }
+}
+
+/// Everything a server shows a model, as read from it (or from an entry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Surface {
+    /// The era it was read in.
+    pub era: Era,
+    /// The negotiated (legacy) or picked (modern) version.
+    pub protocol_version: String,
+    /// Modern only: the versions the server listed.
+    pub supported_versions: Option<Vec<String>>,
+    /// `serverInfo`.
+    pub server_info: Value,
+    /// `capabilities`.
+    pub capabilities: Value,
+    /// `instructions`.
+    pub instructions: Option<String>,
+    /// Items per kind, in any order (sorted when made into an entry).
+    pub items: BTreeMap<Kind, Vec<Value>>,
+}
+
+impl Surface {
+    /// The items of one kind.
+    pub fn items(&self, kind: Kind) -> &[Value] {
+        self.items.get(&kind).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// An item that cannot be locked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemError {
+    /// Not an object, or its key field is missing or not a string.
+    NoKey { kind: Kind, index: usize },
+    /// Two items share a key.
+    Duplicate { kind: Kind, key: String },
+    /// More than [`MAX_ITEMS_PER_KIND`].
+    TooMany { kind: Kind, count: usize },
+}
+
+impl fmt::Display for ItemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ItemError::NoKey { kind, index } => write!(
+                f,
+                "{} #{index} is not an object with a string `{}`",
+                kind.noun(),
+                kind.key_field()
+            ),
+            ItemError::Duplicate { kind, key } => {
+                write!(
+                    f,
+                    "two {} share the {} `{key}`",
+                    kind.plural(),
+                    kind.key_field()
+                )
+            }
+            ItemError::TooMany { kind, count } => write!(
+                f,
+                "{count} {} listed; mcpsum locks at most {MAX_ITEMS_PER_KIND} of one kind",
+                kind.plural()
+            ),
+        }
+    }
+}
+
+/// Sorts items by key and checks keys, duplicates and the cap.
+pub fn canonical_items(kind: Kind, items: &[Value]) -> Result<Vec<Value>, ItemError> {
+    if items.len() > MAX_ITEMS_PER_KIND {
+        return Err(ItemError::TooMany {
+            kind,
+            count: items.len(),
+        });
+    }
+    let mut keyed: Vec<(&str, &Value)> = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        match (item.is_object(), kind.key_of(item)) {
+            (true, Some(key)) => keyed.push((key, item)),
+            _ => return Err(ItemError::NoKey { kind, index }),
+        }
+    }
+    keyed.sort_by(|a, b| a.0.cmp(b.0));
+    for pair in keyed.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(ItemError::Duplicate {
+                kind,
+                key: pair[0].0.to_owned(),
+            });
+        }
+    }
+    Ok(keyed.into_iter().map(|(_, v)| v.clone()).collect())
+}
+
+/// Digests per key of items that are already canonical.
+pub fn item_digests(kind: Kind, items: &[Value]) -> BTreeMap<String, Sha256Digest> {
+    items
+        .iter()
+        .filter_map(|item| Some((kind.key_of(item)?.to_owned(), Sha256Digest::of_json(item))))
+        .collect()
+}
+
+impl Digests {
+    /// Computes every digest of an entry's surface.
+    pub fn compute(
+        instructions: Option<&str>,
+        tools: &[Value],
+        prompts: &[Value],
+        resources: &[Value],
+        resource_templates: &[Value],
+    ) -> Self {
+        let mut d = Digests {
+            surface: Sha256Digest::of_bytes(b""),
+            instructions: instructions.map(|s| Sha256Digest::of_json(&Value::String(s.to_owned()))),
+            tools: item_digests(Kind::Tool, tools),
+            prompts: item_digests(Kind::Prompt, prompts),
+            resources: item_digests(Kind::Resource, resources),
+            resource_templates: item_digests(Kind::ResourceTemplate, resource_templates),
+        };
+        d.surface = d.surface_digest();
+        d
+    }
+
+    /// The digest of this object without its `surface` key (SPEC §3).
+    pub fn surface_digest(&self) -> Sha256Digest {
+        let mut v = match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        v.remove("surface");
+        Sha256Digest::of_json(&Value::Object(v))
+    }
+
+    /// The per-item digests of one kind.
+    pub fn of_kind(&self, kind: Kind) -> &BTreeMap<String, Sha256Digest> {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
+            Kind::ResourceTemplate => &self.resource_templates,
+        }
+    }
+}
+
+impl ServerEntry {
+    /// Builds an entry from a surface read from a server: sorts items, rejects duplicates and
+    /// oversized lists, computes digests. `policy` is the one kept from a previous entry.
+    pub fn from_surface(
+        command: Vec<String>,
+        env_passthrough: Vec<String>,
+        surface: &Surface,
+        policy: Option<Policy>,
+    ) -> Result<Self, ItemError> {
+        let tools = canonical_items(Kind::Tool, surface.items(Kind::Tool))?;
+        let prompts = canonical_items(Kind::Prompt, surface.items(Kind::Prompt))?;
+        let resources = canonical_items(Kind::Resource, surface.items(Kind::Resource))?;
+        let resource_templates = canonical_items(
+            Kind::ResourceTemplate,
+            surface.items(Kind::ResourceTemplate),
+        )?;
+        let digests = Digests::compute(
+            surface.instructions.as_deref(),
+            &tools,
+            &prompts,
+            &resources,
+            &resource_templates,
+        );
+        let mut env_passthrough = env_passthrough;
+        env_passthrough.sort();
+        env_passthrough.dedup();
+        Ok(Self {
+            command,
+            env_passthrough,
+            protocol_version: surface.protocol_version.clone(),
+            supported_versions: match surface.era {
+                Era::Modern => Some(surface.supported_versions.clone().unwrap_or_default()),
+                Era::Legacy => None,
+            },
+            server_info: surface.server_info.clone(),
+            instructions: surface.instructions.clone(),
+            capabilities: surface.capabilities.clone(),
+            tools,
+            prompts,
+            resources,
+            resource_templates,
+            policy: policy.filter(|p| !p.is_empty()),
+            digests,
+        })
+    }
+
+    /// The era of this entry: modern exactly when it records `supportedVersions`.
+    pub fn era(&self) -> Era {
+        if self.supported_versions.is_some() {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+
+    /// The items of one kind.
+    pub fn items(&self, kind: Kind) -> &[Value] {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
+            Kind::ResourceTemplate => &self.resource_templates,
+        }
+    }
+
+    /// The locked item of `kind` with key `key`.
+    pub fn item(&self, kind: Kind, key: &str) -> Option<&Value> {
+        self.items(kind)
+            .iter()
+            .find(|i| kind.key_of(i) == Some(key))
+    }
+
+    /// The entry's surface, as the proxy serves it and `verify` compares it.
+    pub fn surface(&self) -> Surface {
+        Surface {
+            era: self.era(),
+            protocol_version: self.protocol_version.clone(),
+            supported_versions: self.supported_versions.clone(),
+            server_info: self.server_info.clone(),
+            capabilities: self.capabilities.clone(),
+            instructions: self.instructions.clone(),
+            items: Kind::ALL
+                .iter()
+                .map(|&k| (k, self.items(k).to_vec()))
+                .collect(),
+        }
+    }
+
+    /// The taint policy, if any.
+    pub fn taint(&self) -> Option<&TaintPolicy> {
+        self.policy.as_ref().and_then(|p| p.taint.as_ref())
+    }
+
+    /// The sandbox policy, if any.
+    pub fn sandbox(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref().and_then(|p| p.sandbox.as_ref())
+    }
+}
+
+/// Whether `name` is a valid server name: 1-64 of `A-Z a-z 0-9 . _ -`, starting alphanumeric.
+/// Names appear in file names, audit records and client configs, so keep them plain.
+pub fn valid_server_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Whether `name` is a valid environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn valid_env_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// Drops taint labels that name tools the entry no longer has; returns the dropped labels.
+pub fn prune_policy(entry: &mut ServerEntry) -> Vec<String> {
+    let tools: std::collections::BTreeSet<String> = entry
+        .tools
+        .iter()
+        .filter_map(|t| Kind::Tool.key_of(t).map(str::to_owned))
+        .collect();
+    let mut dropped = Vec::new();
+    if let Some(taint) = entry.policy.as_mut().and_then(|p| p.taint.as_mut()) {
+        for (list, field) in [(&mut taint.sources, "sources"), (&mut taint.sinks, "sinks")] {
+            list.retain(|label| {
+                // The wildcards stay valid whatever the server lists.
+                let keep = label == RESOURCES_WILDCARD
+                    || label == PROMPTS_WILDCARD
+                    || tools.contains(label.as_str());
+                if !keep {
+                    dropped.push(format!("{field}: {label}"));
+                }
+                keep
+            });
+        }
+    }
+    dropped
+}

@@ -1,0 +1,620 @@
+//! A sequential MCP client over a server's stdio: era detection exactly as the lockfile format's
+//! "Protocol era" section says, and every page of every list.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncWriteExt;
+
+use super::framing::{self, Frame};
+use super::process::{Launch, ServerProcess, SpawnError};
+use super::{
+    LATEST_LEGACY, LEGACY_VERSIONS, META_CAPABILITIES, META_CLIENT_INFO, META_SERVER_INFO,
+    META_VERSION, MODERN_VERSION, client_capabilities, client_info, codes,
+};
+use crate::lockfile::{Era, Kind, MAX_ITEMS_PER_KIND, Surface};
+
+/// Pages after which a list is considered endless even if every page is empty.
+const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
+
+/// Why talking to a server failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// It could not be started.
+    Spawn(SpawnError),
+    /// No answer within the timeout.
+    Timeout { method: String, secs: u64 },
+    /// It closed stdout or exited.
+    Exited {
+        method: String,
+        status: Option<String>,
+    },
+    /// It answered with a JSON-RPC error.
+    Rpc {
+        method: String,
+        code: i64,
+        message: String,
+    },
+    /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
+    Protocol(String),
+    /// Writing to it failed.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Spawn(e) => write!(f, "{e}"),
+            ClientError::Timeout { method, secs } => {
+                write!(f, "no answer to `{method}` within {secs} s")
+            }
+            ClientError::Exited { method, status } => match status {
+                Some(s) => write!(
+                    f,
+                    "the server exited ({s}) while mcpsum waited for `{method}`"
+                ),
+                None => write!(
+                    f,
+                    "the server closed its stdout while mcpsum waited for `{method}`"
+                ),
+            },
+            ClientError::Rpc {
+                method,
+                code,
+                message,
+            } => {
+                write!(f, "`{method}` failed with JSON-RPC error {code}: {message}")
+            }
+            ClientError::Protocol(m) => f.write_str(m),
+            ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
+        }
+    }
+}
+
+/// A connection in one era, after its handshake.
+pub struct Connection {
+    /// The running server.
+    pub process: ServerProcess,
+    era: Era,
+    version: String,
+    next_id: u64,
+    timeout: Duration,
+    max_message: usize,
+}
+
+/// What the handshake (legacy `initialize` or modern `server/discover`) told.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    /// The era spoken.
+    pub era: Era,
+    /// The negotiated or picked version.
+    pub protocol_version: String,
+    /// Modern: the versions listed.
+    pub supported_versions: Option<Vec<String>>,
+    /// `serverInfo`.
+    pub server_info: Value,
+    /// `capabilities`.
+    pub capabilities: Value,
+    /// `instructions`.
+    pub instructions: Option<String>,
+}
+
+impl Connection {
+    async fn start(
+        launch: &Launch,
+        timeout: Duration,
+        max_message: usize,
+    ) -> Result<Self, ClientError> {
+        let process = ServerProcess::spawn(launch)
+            .await
+            .map_err(ClientError::Spawn)?;
+        Ok(Self {
+            process,
+            era: Era::Legacy,
+            version: LATEST_LEGACY.to_owned(),
+            next_id: 0,
+            timeout,
+            max_message,
+        })
+    }
+
+    /// The era of this connection.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// Sends a request and waits for its answer, answering the server's own `ping` and refusing
+    /// its other requests meanwhile. Notifications are ignored.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let params = match self.era {
+            Era::Modern => with_modern_meta(params, &self.version, client_capabilities()),
+            Era::Legacy => params,
+        };
+        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            msg["params"] = params;
+        }
+        self.send(&msg).await?;
+        let secs = self.timeout.as_secs();
+        match tokio::time::timeout(self.timeout, self.await_response(id, method)).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Timeout {
+                method: method.to_owned(),
+                secs,
+            }),
+        }
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&mut self, method: &str, params: Value) -> Result<(), ClientError> {
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if !params.is_null() {
+            msg["params"] = params;
+        }
+        self.send(&msg).await
+    }
+
+    async fn send(&mut self, msg: &Value) -> Result<(), ClientError> {
+        let Some(stdin) = self.process.stdin.as_mut() else {
+            return Err(ClientError::Io(std::io::Error::other("stdin closed")));
+        };
+        let line = framing::encode(msg);
+        let write = async {
+            stdin.write_all(&line).await?;
+            stdin.flush().await
+        };
+        match tokio::time::timeout(self.timeout, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ClientError::Exited {
+                method: msg["method"].as_str().unwrap_or_default().to_owned(),
+                status: self.exit_status().await,
+            }),
+            Ok(Err(e)) => Err(ClientError::Io(e)),
+            Err(_) => Err(ClientError::Timeout {
+                method: msg["method"].as_str().unwrap_or_default().to_owned(),
+                secs: self.timeout.as_secs(),
+            }),
+        }
+    }
+
+    async fn exit_status(&mut self) -> Option<String> {
+        match tokio::time::timeout(Duration::from_millis(300), self.process.child.wait()).await {
+            Ok(Ok(s)) => Some(s.to_string()),
+            _ => None,
+        }
+    }
+
+    async fn await_response(&mut self, id: u64, method: &str) -> Result<Value, ClientError> {
+        loop {
+            let frame = framing::read_frame(&mut self.process.stdout, self.max_message)
+                .await
+                .map_err(ClientError::Io)?;
+            let line = match frame {
+                None => {
+                    return Err(ClientError::Exited {
+                        method: method.to_owned(),
+                        status: self.exit_status().await,
+                    });
+                }
+                Some(Frame::TooLong(n)) => {
+                    return Err(ClientError::Protocol(format!(
+                        "the server sent a message of {n} bytes while mcpsum waited for `{method}`; the limit is {} bytes",
+                        self.max_message
+                    )));
+                }
+                Some(Frame::Line(line)) => line,
+            };
+            let msg = crate::canonical::parse_strict_slice(&line).map_err(|e| {
+                ClientError::Protocol(format!(
+                    "the server wrote a line that is not JSON-RPC while mcpsum waited for `{method}` ({e}): {}",
+                    preview(&line)
+                ))
+            })?;
+            let Some(obj) = msg.as_object() else {
+                return Err(ClientError::Protocol(format!(
+                    "the server wrote a JSON value that is not a JSON-RPC message: {}",
+                    preview(&line)
+                )));
+            };
+            if let Some(m) = obj.get("method").and_then(Value::as_str) {
+                if let Some(req_id) = obj.get("id") {
+                    // A request from the server: answer ping, refuse the rest.
+                    let reply = if m == "ping" {
+                        json!({"jsonrpc": "2.0", "id": req_id, "result": {}})
+                    } else {
+                        json!({"jsonrpc": "2.0", "id": req_id, "error": {"code": codes::METHOD_NOT_FOUND, "message": format!("mcpsum does not answer `{m}` here")}})
+                    };
+                    self.send(&reply).await?;
+                }
+                continue;
+            }
+            if obj.get("id").and_then(Value::as_u64) != Some(id) {
+                // An answer to something we did not ask (or no longer wait for): ignore it.
+                continue;
+            }
+            if let Some(err) = obj.get("error") {
+                return Err(ClientError::Rpc {
+                    method: method.to_owned(),
+                    code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+                    message: err
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .chars()
+                        .take(300)
+                        .collect(),
+                });
+            }
+            return match obj.get("result") {
+                Some(r) => Ok(r.clone()),
+                None => Err(ClientError::Protocol(format!(
+                    "the answer to `{method}` has neither `result` nor `error`"
+                ))),
+            };
+        }
+    }
+
+    /// Ends the server and its process tree.
+    pub async fn close(mut self) {
+        self.process.shutdown(Duration::from_millis(500)).await;
+    }
+
+    async fn legacy_handshake(&mut self) -> Result<Handshake, ClientError> {
+        self.era = Era::Legacy;
+        let result = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": LATEST_LEGACY,
+                    "capabilities": client_capabilities(),
+                    "clientInfo": client_info(),
+                }),
+            )
+            .await?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ClientError::Protocol("the `initialize` result has no `protocolVersion`".into())
+            })?;
+        if !LEGACY_VERSIONS.contains(&version) {
+            return Err(ClientError::Protocol(format!(
+                "the server answered `initialize` with protocol version `{version}`, which mcpsum does not speak (it speaks {})",
+                LEGACY_VERSIONS.join(", ")
+            )));
+        }
+        let server_info = object_field(&result, "serverInfo", "initialize")?;
+        let capabilities = object_field(&result, "capabilities", "initialize")?;
+        let instructions = string_or_absent(&result, "instructions", "initialize")?;
+        self.version = version.to_owned();
+        self.notify("notifications/initialized", Value::Null)
+            .await?;
+        Ok(Handshake {
+            era: Era::Legacy,
+            protocol_version: version.to_owned(),
+            supported_versions: None,
+            server_info,
+            capabilities,
+            instructions,
+        })
+    }
+
+    /// Sends the era probe. `Ok(Some)` is a modern server, `Ok(None)` means "fall back to
+    /// legacy", `Err` fails the lock (a recognized 2026-07-28 error or a bad DiscoverResult).
+    async fn modern_probe(&mut self) -> Result<Option<Handshake>, ClientError> {
+        self.era = Era::Legacy; // send the probe's `_meta` by hand
+        let params = with_modern_meta(Value::Null, MODERN_VERSION, json!({}));
+        let result = match self.request("server/discover", params).await {
+            Ok(r) => r,
+            Err(ClientError::Rpc { code, message, .. })
+                if code == codes::MISSING_CAPABILITY || code == codes::UNSUPPORTED_VERSION =>
+            {
+                return Err(ClientError::Protocol(format!(
+                    "the server answered `server/discover` with the 2026-07-28 error {code} ({message}); mcpsum speaks only {MODERN_VERSION} in that era, so it does not fall back to `initialize`"
+                )));
+            }
+            Err(
+                ClientError::Rpc { .. } | ClientError::Timeout { .. } | ClientError::Exited { .. },
+            ) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let hs = parse_discover(&result)?;
+        self.era = Era::Modern;
+        self.version = MODERN_VERSION.to_owned();
+        Ok(Some(hs))
+    }
+
+    /// Reads every page of one list. A kind whose capability the server did not advertise is
+    /// empty.
+    pub async fn list_all(
+        &mut self,
+        kind: Kind,
+        capabilities: &Value,
+    ) -> Result<Vec<Value>, ClientError> {
+        if capabilities.get(kind.capability()).is_none() {
+            return Ok(Vec::new());
+        }
+        let method = kind.list_method();
+        let mut items = Vec::new();
+        let mut seen_cursors = HashSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None if self.era == Era::Modern => json!({}),
+                None => Value::Null,
+            };
+            let result = self.request(method, params).await?;
+            if self.era == Era::Modern {
+                check_complete(&result, method)?;
+            }
+            let page = result
+                .get(kind.field())
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    ClientError::Protocol(format!(
+                        "the `{method}` result has no `{}` array",
+                        kind.field()
+                    ))
+                })?;
+            items.extend(page.iter().cloned());
+            if items.len() > MAX_ITEMS_PER_KIND {
+                return Err(ClientError::Protocol(format!(
+                    "the server lists more than {MAX_ITEMS_PER_KIND} {}; mcpsum never pins a partial surface",
+                    kind.plural()
+                )));
+            }
+            match result.get("nextCursor") {
+                None | Some(Value::Null) => return Ok(items),
+                Some(Value::String(next)) => {
+                    if !seen_cursors.insert(next.clone()) {
+                        return Err(ClientError::Protocol(format!(
+                            "the server repeated the `{method}` cursor `{}`; mcpsum never pins a partial surface",
+                            preview(next.as_bytes())
+                        )));
+                    }
+                    cursor = Some(next.clone());
+                }
+                Some(other) => {
+                    return Err(ClientError::Protocol(format!(
+                        "the `{method}` result has a `nextCursor` that is not a string: {other}"
+                    )));
+                }
+            }
+        }
+        Err(ClientError::Protocol(format!(
+            "the server pages `{method}` without end (more than {MAX_PAGES} pages)"
+        )))
+    }
+}
+
+/// Adds the 2026-07-28 `_meta` triple to request params.
+pub fn with_modern_meta(params: Value, version: &str, capabilities: Value) -> Value {
+    let mut obj = match params {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(META_VERSION.into(), Value::String(version.to_owned()));
+        m.insert(META_CAPABILITIES.into(), capabilities);
+        m.insert(META_CLIENT_INFO.into(), client_info());
+    }
+    Value::Object(obj)
+}
+
+fn check_complete(result: &Value, method: &str) -> Result<(), ClientError> {
+    match result.get("resultType") {
+        None => Ok(()),
+        Some(Value::String(s)) if s == "complete" => Ok(()),
+        Some(other) => Err(ClientError::Protocol(format!(
+            "the `{method}` result has resultType {other}; mcpsum locks only complete results"
+        ))),
+    }
+}
+
+/// Validates a DiscoverResult as the lockfile format's rule 2 asks.
+fn parse_discover(result: &Value) -> Result<Handshake, ClientError> {
+    let bad = |why: &str| {
+        ClientError::Protocol(format!(
+            "the server's `server/discover` result {why}; mcpsum does not fall back to `initialize` after a DiscoverResult"
+        ))
+    };
+    match result.get("resultType") {
+        Some(Value::String(s)) if s == "complete" => {}
+        Some(other) => return Err(bad(&format!("has resultType {other}, not \"complete\""))),
+        None => return Err(bad("has no resultType")),
+    }
+    let versions: Vec<String> = result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("has no `supportedVersions` array"))?
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| bad("lists a version that is not a string"))
+        })
+        .collect::<Result<_, _>>()?;
+    if !versions.iter().any(|v| v == MODERN_VERSION) {
+        return Err(bad(&format!(
+            "does not list {MODERN_VERSION} (it lists {})",
+            versions.join(", ")
+        )));
+    }
+    let server_info = result
+        .get("_meta")
+        .and_then(|m| m.get(META_SERVER_INFO))
+        .filter(|v| v.is_object())
+        .cloned()
+        .ok_or_else(|| bad(&format!("has no `_meta[\"{META_SERVER_INFO}\"]` object")))?;
+    let capabilities = object_field(result, "capabilities", "server/discover")?;
+    let instructions = string_or_absent(result, "instructions", "server/discover")?;
+    Ok(Handshake {
+        era: Era::Modern,
+        protocol_version: MODERN_VERSION.to_owned(),
+        supported_versions: Some(versions),
+        server_info,
+        capabilities,
+        instructions,
+    })
+}
+
+fn object_field(result: &Value, field: &str, method: &str) -> Result<Value, ClientError> {
+    match result.get(field) {
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        _ => Err(ClientError::Protocol(format!(
+            "the `{method}` result has no `{field}` object"
+        ))),
+    }
+}
+
+fn string_or_absent(
+    result: &Value,
+    field: &str,
+    method: &str,
+) -> Result<Option<String>, ClientError> {
+    match result.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ClientError::Protocol(format!(
+            "the `{method}` result has an `{field}` that is not a string"
+        ))),
+    }
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let mut out: String = s.chars().take(120).collect();
+    if s.chars().count() > 120 {
+        out.push('…');
+    }
+    format!("{out:?}")
+}
+
+/// Options for opening a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Bound on each request.
+    pub timeout: Duration,
+    /// Bound on each message.
+    pub max_message: usize,
+}
+
+/// A failure with the server's last stderr lines.
+#[derive(Debug)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: ClientError,
+    /// The server's last stderr lines.
+    pub stderr: Vec<String>,
+}
+
+async fn fail(conn: Connection, error: ClientError) -> Failure {
+    // Give the server a moment to flush stderr explaining why it failed.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stderr = conn.process.stderr.lines();
+    conn.close().await;
+    Failure { error, stderr }
+}
+
+async fn start(launch: &Launch, opts: Options) -> Result<Connection, Failure> {
+    Connection::start(launch, opts.timeout, opts.max_message)
+        .await
+        .map_err(|error| Failure {
+            error,
+            stderr: Vec::new(),
+        })
+}
+
+/// Starts the server and performs the handshake. With `locked: Some(era)` the server is asked in
+/// that era first (verify, re-lock, proxy); otherwise era detection runs as the format says:
+/// probe with `server/discover`, and on any other error, silence or exit start a fresh process
+/// and `initialize`.
+pub async fn connect(
+    launch: &Launch,
+    locked: Option<Era>,
+    opts: Options,
+) -> Result<(Connection, Handshake), Failure> {
+    if locked == Some(Era::Legacy) {
+        let mut conn = start(launch, opts).await?;
+        return match conn.legacy_handshake().await {
+            Ok(hs) => Ok((conn, hs)),
+            Err(legacy_err @ ClientError::Rpc { .. }) => {
+                // The server refused `initialize`: it may have moved to 2026-07-28. Probe it on a
+                // fresh process so the caller can report the era change.
+                let first = fail(conn, legacy_err).await;
+                let mut conn = start(launch, opts).await?;
+                match conn.modern_probe().await {
+                    Ok(Some(hs)) => Ok((conn, hs)),
+                    _ => {
+                        conn.close().await;
+                        Err(first)
+                    }
+                }
+            }
+            Err(e) => Err(fail(conn, e).await),
+        };
+    }
+    let mut conn = start(launch, opts).await?;
+    match conn.modern_probe().await {
+        Ok(Some(hs)) => Ok((conn, hs)),
+        Ok(None) => {
+            // A legacy server may have exited or wedged on the probe: start it afresh.
+            conn.close().await;
+            let mut conn = start(launch, opts).await?;
+            match conn.legacy_handshake().await {
+                Ok(hs) => Ok((conn, hs)),
+                Err(e) => Err(fail(conn, e).await),
+            }
+        }
+        Err(e) => Err(fail(conn, e).await),
+    }
+}
+
+/// Connects and reads the whole surface; the server is ended afterwards.
+pub async fn read_surface(
+    launch: &Launch,
+    locked: Option<Era>,
+    opts: Options,
+) -> Result<Surface, Failure> {
+    let (mut conn, hs) = connect(launch, locked, opts).await?;
+    match read_lists(&mut conn, &hs).await {
+        Ok(items) => {
+            conn.close().await;
+            Ok(Surface {
+                era: hs.era,
+                protocol_version: hs.protocol_version,
+                supported_versions: hs.supported_versions,
+                server_info: hs.server_info,
+                capabilities: hs.capabilities,
+                instructions: hs.instructions,
+                items,
+            })
+        }
+        Err(e) => Err(fail(conn, e).await),
+    }
+}
+
+/// Reads all four lists of a connected server.
+pub async fn read_lists(
+    conn: &mut Connection,
+    hs: &Handshake,
+) -> Result<BTreeMap<Kind, Vec<Value>>, ClientError> {
+    let mut items = BTreeMap::new();
+    for kind in Kind::ALL {
+        items.insert(kind, conn.list_all(kind, &hs.capabilities).await?);
+    }
+    Ok(items)
+}

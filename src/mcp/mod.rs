@@ -1,0 +1,65 @@
+//! The MCP client side used by `lock`, `verify` and the proxy's server link: framing, starting
+//! servers, era detection and reading a whole surface.
+//!
+//! # What mcpsum presents to servers
+//!
+//! Some servers list more to clients that declare more, so the surface must be compared like for
+//! like: `lock`, `verify` and `proxy` present one fixed identity, [`client_info`], and one fixed
+//! capability set, [`client_capabilities`] (roots, sampling and form elicitation, so that the
+//! proxy can relay those requests to a client that declared them). The only exception is the
+//! era probe, which sends `"io.modelcontextprotocol/clientCapabilities": {}` as the lockfile
+//! format requires.
+
+pub mod client;
+pub mod framing;
+pub mod process;
+
+use serde_json::{Value, json};
+
+/// The stateless protocol revision.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Legacy revisions mcpsum speaks, oldest first.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The legacy revision mcpsum asks for in `initialize`.
+pub const LATEST_LEGACY: &str = "2025-11-25";
+
+/// `_meta` key: protocol version of a 2026-07-28 request.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: client capabilities of a 2026-07-28 request.
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: client identity of a 2026-07-28 request.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key: server identity in a 2026-07-28 result.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The identity mcpsum presents to every server.
+pub fn client_info() -> Value {
+    json!({"name": "mcpsum", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The capability set mcpsum presents to every server (see the module docs).
+pub fn client_capabilities() -> Value {
+    json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}}})
+}
+
+/// JSON-RPC error codes mcpsum uses or recognizes.
+pub mod codes {
+    /// Invalid request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Method not found.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid params.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL: i64 = -32603;
+    /// Parse error.
+    pub const PARSE: i64 = -32700;
+    /// mcpsum: the server is quarantined (fixed by the lockfile format).
+    pub const QUARANTINED: i64 = -32002;
+    /// 2026-07-28: missing required client capability.
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// 2026-07-28: unsupported protocol version.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+}

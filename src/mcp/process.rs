@@ -1,0 +1,245 @@
+//! Starting a locked server: exactly the locked argv (I1), exactly the passthrough environment
+//! (I2), its own process group so the whole tree can be ended, stderr kept for error messages.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+/// What to start: the locked argv and the names of the variables to pass.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The server's name, for messages.
+    pub server: String,
+    /// The locked argv.
+    pub argv: Vec<String>,
+    /// The locked `envPassthrough` names.
+    pub env_passthrough: Vec<String>,
+    /// Forward the server's stderr lines to ours (the proxy does; lock and verify keep them).
+    pub forward_stderr: bool,
+    /// The sandbox to run it in, if the entry has one.
+    pub sandbox: Option<crate::sandboxing::SandboxSpec>,
+}
+
+/// The server's environment (I2): exactly the passthrough names that are set in ours. Values are
+/// handed to the child and never written anywhere else.
+pub fn server_env(names: &[String]) -> Vec<(OsString, OsString)> {
+    names
+        .iter()
+        .filter_map(|n| std::env::var_os(n).map(|v| (OsString::from(n), v)))
+        .collect()
+}
+
+/// Which passthrough names are not set in our environment (for hints).
+pub fn unset_names(names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| std::env::var_os(n).is_none())
+        .cloned()
+        .collect()
+}
+
+/// Finds argv[0] the way a shell would, on mcpsum's own `PATH` (the server's environment may not
+/// have one). A name with a slash is used as it is.
+pub fn resolve_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The last lines a server wrote to stderr.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+const TAIL_LINES: usize = 20;
+const TAIL_LINE_CHARS: usize = 400;
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        if let Ok(mut q) = self.0.lock() {
+            if q.len() == TAIL_LINES {
+                q.pop_front();
+            }
+            q.push_back(line);
+        }
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A running server.
+pub struct ServerProcess {
+    /// The child (the sandbox launcher when sandboxed, which execs the server).
+    pub child: Child,
+    /// Our end of its stdin; `None` once closed.
+    pub stdin: Option<ChildStdin>,
+    /// Its stdout.
+    pub stdout: BufReader<ChildStdout>,
+    /// Its last stderr lines.
+    pub stderr: StderrTail,
+    pgid: Option<i32>,
+    /// Keeps the sandbox's private state (its `${TMP}`, the egress task) alive.
+    pub sandbox: Option<crate::sandboxing::Running>,
+}
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// argv[0] was not found.
+    #[error("`{0}` was not found on PATH")]
+    NotFound(String),
+    /// The OS refused to start it.
+    #[error("cannot start `{program}`: {source}")]
+    Io {
+        /// argv[0].
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The sandbox could not be built (fail closed, I5).
+    #[error("{0}")]
+    Sandbox(String),
+}
+
+impl ServerProcess {
+    /// Starts the server described by `launch`.
+    pub async fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
+        let program = launch
+            .argv
+            .first()
+            .ok_or_else(|| SpawnError::NotFound(String::new()))?;
+        let resolved =
+            resolve_program(program).ok_or_else(|| SpawnError::NotFound(program.clone()))?;
+        let env = server_env(&launch.env_passthrough);
+        let (mut cmd, sandbox) = match &launch.sandbox {
+            Some(spec) => {
+                let prepared = crate::sandboxing::prepare(launch, spec, &resolved, env)
+                    .map_err(SpawnError::Sandbox)?;
+                (prepared.command, Some(prepared.running))
+            }
+            None => {
+                let mut cmd = std::process::Command::new(&resolved);
+                cmd.arg0(program);
+                cmd.args(&launch.argv[1..]);
+                cmd.env_clear();
+                cmd.envs(env);
+                (cmd, None)
+            }
+        };
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| SpawnError::Io {
+            program: program.clone(),
+            source,
+        })?;
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().map(BufReader::new);
+        let stderr_pipe = child.stderr.take();
+        let (Some(stdin), Some(stdout), Some(stderr_pipe)) = (stdin, stdout, stderr_pipe) else {
+            return Err(SpawnError::Io {
+                program: program.clone(),
+                source: std::io::Error::other("no stdio pipes"),
+            });
+        };
+        let tail = StderrTail::default();
+        let forward = launch.forward_stderr;
+        let server = launch.server.clone();
+        let tail2 = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr_pipe);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match lines.read_until(b'\n', &mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let text = String::from_utf8_lossy(&buf);
+                        let text = text.trim_end();
+                        let short: String = text.chars().take(TAIL_LINE_CHARS).collect();
+                        if forward {
+                            crate::output::server_stderr(&server, &short);
+                        }
+                        tail2.push(short);
+                    }
+                }
+                // A server that never writes a newline cannot grow this buffer without bound.
+                if buf.capacity() > 64 * 1024 {
+                    buf = Vec::new();
+                }
+            }
+        });
+        let mut process = Self {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            stderr: tail,
+            pgid,
+            sandbox,
+        };
+        if let Some(running) = process.sandbox.as_mut() {
+            running.after_spawn().await.map_err(SpawnError::Sandbox)?;
+        }
+        Ok(process)
+    }
+
+    /// Ends the server: close stdin, wait up to `grace`, then SIGTERM and SIGKILL to the whole
+    /// process group, so no child of the server outlives it.
+    pub async fn shutdown(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        let status = tokio::time::timeout(grace, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        self.signal_group(nix::sys::signal::Signal::SIGTERM);
+        let status = match status {
+            Some(s) => Some(s),
+            None => tokio::time::timeout(Duration::from_millis(500), self.child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok),
+        };
+        self.signal_group(nix::sys::signal::Signal::SIGKILL);
+        match status {
+            Some(s) => Some(s),
+            None => self.child.wait().await.ok(),
+        }
+    }
+
+    fn signal_group(&self, signal: nix::sys::signal::Signal) {
+        if let Some(pgid) = self.pgid {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.signal_group(nix::sys::signal::Signal::SIGKILL);
+    }
+}

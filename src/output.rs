@@ -1,0 +1,112 @@
+//! The only module that writes to the terminal. stdout carries data that can be piped; stderr
+//! carries progress, diagnostics and errors. Colour follows `--color`, `NO_COLOR` and whether the
+//! stream is a terminal (through `anstream`, which strips styles when they must not be shown).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use anstyle::{AnsiColor, Style};
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+static VERBOSE: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the colour choice and verbosity once, at start.
+pub fn init(color: anstream::ColorChoice, quiet: bool, verbose: u8) {
+    color.write_global();
+    QUIET.store(quiet, Ordering::Relaxed);
+    VERBOSE.store(verbose, Ordering::Relaxed);
+}
+
+/// Whether `-q` was given.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// Whether `-v` was given.
+pub fn verbose() -> bool {
+    VERBOSE.load(Ordering::Relaxed) > 0
+}
+
+/// Styles used across the output.
+pub mod style {
+    use super::{AnsiColor, Style};
+    /// Something added.
+    pub const ADDED: Style = AnsiColor::Green.on_default();
+    /// Something removed.
+    pub const REMOVED: Style = AnsiColor::Red.on_default();
+    /// A heading or a name.
+    pub const BOLD: Style = Style::new().bold();
+    /// Secondary text.
+    pub const DIM: Style = Style::new().dimmed();
+    /// A warning or a change.
+    pub const WARN: Style = AnsiColor::Yellow.on_default();
+    /// An error label.
+    pub const ERROR: Style = AnsiColor::Red.on_default().bold();
+    /// Success.
+    pub const OK: Style = AnsiColor::Green.on_default().bold();
+    /// Diff hunk headers.
+    pub const HUNK: Style = AnsiColor::Cyan.on_default();
+}
+
+/// `text` wrapped in `style` (stripped later when colour is off).
+pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+/// Writes data to stdout. A closed pipe (`mcpsum show | head`) ends the run quietly.
+#[expect(
+    clippy::exit,
+    reason = "a closed stdout pipe ends the run with 0, as ripgrep does"
+)]
+pub fn stdout(text: &str) {
+    let mut out = anstream::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Writes a line to stderr unless `-q`.
+pub fn info(text: &str) {
+    if !quiet() {
+        let mut err = anstream::stderr().lock();
+        let _ = writeln!(err, "{text}");
+    }
+}
+
+/// Writes a warning line to stderr unless `-q`.
+pub fn warn(text: &str) {
+    if !quiet() {
+        let mut err = anstream::stderr().lock();
+        let _ = writeln!(err, "{}: {text}", paint(style::WARN.bold(), "warning"));
+    }
+}
+
+/// Writes a line to stderr only with `-v`.
+pub fn debug(text: &str) {
+    if verbose() {
+        let mut err = anstream::stderr().lock();
+        let _ = writeln!(err, "{}", paint(style::DIM, text));
+    }
+}
+
+/// Writes an error to stderr, always.
+pub fn error(err: &crate::Error) {
+    let mut out = anstream::stderr().lock();
+    let text = err.to_string();
+    let (body, hint) = match text.split_once("\n\nhint: ") {
+        Some((b, h)) => (b, Some(h)),
+        None => (text.as_str(), None),
+    };
+    let _ = writeln!(out, "{}: {body}", paint(style::ERROR, "error"));
+    if let Some(h) = hint {
+        let _ = writeln!(out, "\n{}: {h}", paint(style::BOLD, "hint"));
+    }
+}
+
+/// A line a server wrote to its stderr, relayed by the proxy.
+pub fn server_stderr(server: &str, line: &str) {
+    let mut err = anstream::stderr().lock();
+    let _ = writeln!(err, "[{server}] {line}");
+}
