@@ -359,6 +359,7 @@ fn normalise_name(raw: &str) -> Result<String, EntryProblem> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

@@ -83,6 +83,7 @@ pub fn sni_matches(target: &Target, sni: Option<&str>) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

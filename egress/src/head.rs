@@ -60,6 +60,7 @@ pub fn parse_head(head: &[u8]) -> Result<&str, HeadError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

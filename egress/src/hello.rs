@@ -59,12 +59,11 @@ impl HelloReader {
     /// Feed the next bytes. `Ok(None)`: need more. `Ok(Some(info))`: the hello is complete; every
     /// byte fed so far (the hello and anything after it) is in [`HelloReader::bytes`].
     pub fn push(&mut self, bytes: &[u8]) -> Result<Option<ClientHelloInfo>, HelloError> {
-        if self.buf.is_empty() {
-            if let Some(&first) = bytes.first() {
-                if first != HANDSHAKE {
-                    return Err(HelloError::NotTls(first));
-                }
-            }
+        if self.buf.is_empty()
+            && let Some(&first) = bytes.first()
+            && first != HANDSHAKE
+        {
+            return Err(HelloError::NotTls(first));
         }
         if self.buf.len() + bytes.len() > self.limit {
             return Err(HelloError::TooLarge(self.limit));

@@ -173,7 +173,7 @@ where
         while tasks.try_join_next().is_some() {}
         let permit = tokio::select! {
             () = &mut shutdown => break,
-            _ = close_rx.wait_for(|closed| *closed) => break,
+            () = closed(&mut close_rx) => break,
             p = permits.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break,
@@ -181,7 +181,7 @@ where
         };
         let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
-            _ = close_rx.wait_for(|closed| *closed) => break,
+            () = closed(&mut close_rx) => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(_) => {
@@ -220,6 +220,12 @@ where
     }
 }
 
+/// Completes once the close flag is set (or its sender is gone). The guard `wait_for` returns is
+/// dropped here, so the futures holding this stay `Send`.
+async fn closed(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|closed| *closed).await;
+}
+
 struct Outcome {
     reason: Reason,
     detail: String,
@@ -248,7 +254,7 @@ async fn handle(
     let down = AtomicU64::new(0);
     let outcome = tokio::select! {
         o = run(&mut client, config, resolver, &mut rec, &up, &down) => o,
-        _ = close.wait_for(|closed| *closed) => {
+        () = closed(&mut close) => {
             Outcome::new(Reason::Shutdown, "egress proxy shut down; connection closed")
         }
     };

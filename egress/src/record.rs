@@ -175,6 +175,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
 
