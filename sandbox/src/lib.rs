@@ -1,0 +1,189 @@
+//! mcpsum's Linux sandbox launcher (I5): Landlock, seccomp, and (only when `network.allow` lists
+//! hosts) user + network namespaces with an egress bridge.
+//!
+//! # Flow
+//!
+//! 1. [`validate`] checks a `policy.sandbox` (all problems in one pass).
+//! 2. [`plan()`] turns a [`LaunchRequest`] into a [`SandboxPlan`] (pure; unit-tested as a value).
+//! 3. [`prepare`] makes the private `${TMP}` (0700, removed when [`Prepared`] drops), the bridge
+//!    socketpair (allow mode) and a [`std::process::Command`] that re-executes the current binary
+//!    as `<exe> __sandbox-exec <spec>`. The caller sets stdio, `process_group(0)`, and spawns it.
+//! 4. The launcher ([`launcher_main`], single-threaded, in the child) applies, in order:
+//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, [allow mode: `unshare(NEWUSER|NEWNET)`,
+//!    `setgroups deny`, identity uid/gid map, `lo` up, bind `127.0.0.1:0`, send port + fd over
+//!    `SCM_RIGHTS`], capabilities dropped, Landlock, seccomp, `execve`. Any failure: one line
+//!    `sandbox setup failed, server not started: <layer>: <cause>; <fix>` on stderr, exit 126.
+//! 5. In allow mode [`Prepared::receive_listener`] returns the listening socket (inside the
+//!    server's namespace) that mcpsum's egress proxy accepts on.
+//!
+//! [`sandbox_test`] runs the same path with the probe ([`probe_main`], `__sandbox-probe`) as the
+//! command and returns one row per promise.
+//!
+//! # Runtime base read set
+//!
+//! Every sandboxed server may read (and execute) [`RUNTIME_BASE`], skipping entries the system
+//! does not have: code (`/usr`, `/lib`, `/lib64`, `/lib32`, `/bin`, `/sbin`), loader and identity
+//! (`/etc/ld.so.cache`, `/etc/ld.so.conf(.d)`, `/etc/passwd`, `/etc/group`,
+//! `/etc/nsswitch.conf`), time and locale (`/etc/localtime`, `/etc/timezone`,
+//! `/etc/locale.alias`), TLS roots (`/etc/ssl`, `/etc/ca-certificates`, `/etc/pki`,
+//! `/etc/crypto-policies`), resolver files (`/etc/hosts`, `/etc/host.conf`, `/etc/gai.conf`,
+//! `/etc/resolv.conf`; no resolver is reachable inside), Debian links (`/etc/alternatives`,
+//! `/etc/python*`, `/etc/mime.types`, `/etc/os-release`), `/dev/random`, `/dev/urandom`, all of
+//! `/proc` read-only (Node counts CPUs from it; other processes' `environ` and memory stay
+//! closed by Landlock's ptrace rules), `/sys/devices/system/cpu`, `/sys/fs/cgroup`,
+//! `/sys/kernel/mm/transparent_hugepage`. `/dev/null`, `/dev/zero`, `/dev/full` are readable and
+//! writable. `/etc` as a whole is not in the base (as root it would expose `shadow`).
+//!
+//! Interpreter discovery adds the install prefix (the parent of a `bin/` or `shims/` directory)
+//! of the command and of its `#!` interpreter when they lie outside the base, never a prefix that
+//! contains a protected path (then the directory of the file, or the file itself).
+//!
+//! # Environment
+//!
+//! The server gets exactly [`LaunchRequest::env`] (I2), plus `TMPDIR`/`TMP` = `${TMP}`, plus, for
+//! `uv`/`uvx`, `UV_CACHE_DIR` and `UV_TOOL_DIR`, and for `npm`/`npx`, `npm_config_cache`, pointed
+//! at `<state_dir>/cache/<server>/{uv,uv-tools,npm}` and added to the write set (design 7.3: those
+//! launchers need a writable cache even offline; a compromised server can only poison its own).
+//! These cache variables are an addition to I2 and override passed-through values. In allow mode
+//! the launcher adds `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` (and lower-case twins) =
+//! `http://127.0.0.1:PORT`, empty `NO_PROXY`/`no_proxy` and `NODE_USE_ENV_PROXY=1`.
+//!
+//! # Process tree
+//!
+//! The launcher sets `PR_SET_PDEATHSIG(SIGKILL)`: it dies with the *thread* that spawned it, so
+//! spawn from a long-lived thread (a tokio worker or the main thread, not `spawn_blocking`). The
+//! caller puts the launcher in its own process group and kills the group, so grandchildren
+//! (`uv` -> `python`) die with the proxy too. `setsid`/`setpgid` stay allowed.
+
+#![warn(missing_docs)]
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+mod plan;
+mod policy;
+
+#[cfg(target_os = "linux")]
+mod launcher;
+#[cfg(target_os = "linux")]
+mod prepare;
+#[cfg(target_os = "linux")]
+mod probe;
+#[cfg(target_os = "linux")]
+mod report;
+#[cfg(target_os = "linux")]
+mod seccomp;
+#[cfg(target_os = "linux")]
+mod sys;
+
+pub use plan::{
+    ArgCmp, CLONE_NEW_FLAGS, Compensation, DEFAULT_PATH, EnvValue, FsRule, LandlockPlan,
+    LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable, SyscallRule,
+    compensations, plan, plan_for_kernel, resolve_command, seccomp_table,
+};
+pub use policy::{
+    NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,
+};
+
+/// Name of the hidden subcommand that runs [`launcher_main`].
+pub const EXEC_SUBCOMMAND: &str = "__sandbox-exec";
+/// Name of the hidden subcommand that runs [`probe_main`].
+pub const PROBE_SUBCOMMAND: &str = "__sandbox-probe";
+/// Exit status of the launcher when a layer cannot be applied.
+pub const SETUP_FAILED_EXIT: i32 = 126;
+/// The hint for Ubuntu's user-namespace restriction.
+pub const APPARMOR_FIX: &str =
+    "run scripts/install-apparmor.sh (as root) to install mcpsum's AppArmor profile";
+
+/// Why a sandbox could not be planned, prepared or tested.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// Not Linux: a server with a sandbox policy does not start.
+    #[error("sandbox: needs Linux; remove policy.sandbox to run unsandboxed")]
+    Unsupported,
+    /// A layer cannot be applied. Display: `<layer>: <cause>; <fix>`.
+    #[error("{layer}: {cause}; {fix}")]
+    Layer {
+        /// `landlock`, `seccomp`, `user namespace`, `egress bridge`, `exec`, ...
+        layer: String,
+        /// What went wrong.
+        cause: String,
+        /// What to do.
+        fix: String,
+    },
+    /// An I/O error while preparing (names what was being done).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    pub(crate) fn layer(
+        layer: impl Into<String>,
+        cause: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        SandboxError::Layer {
+            layer: layer.into(),
+            cause: cause.into(),
+            fix: fix.into(),
+        }
+    }
+
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        SandboxError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub use prepare::{Prepared, prepare};
+#[cfg(target_os = "linux")]
+pub use report::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport, sandbox_test};
+
+/// Non-Linux stand-ins: every entry point refuses with [`SandboxError::Unsupported`].
+#[cfg(not(target_os = "linux"))]
+mod unsupported;
+#[cfg(not(target_os = "linux"))]
+pub use unsupported::*;
+
+/// Entry point of `mcpsum __sandbox-exec ARGS` (called by mcpsum's `main` before argument
+/// parsing, with the arguments after the subcommand). Applies every layer and `execve`s the
+/// server; never returns. On failure prints one line and exits 126.
+pub fn launcher_main(args: Vec<OsString>) -> ! {
+    #[cfg(target_os = "linux")]
+    {
+        launcher::main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        unsupported::fail()
+    }
+}
+
+/// Entry point of `mcpsum __sandbox-probe ARGS`: runs inside the sandbox, performs the
+/// operations of its JSON argument and prints the observations as JSON on stdout. Never returns.
+pub fn probe_main(args: Vec<OsString>) -> ! {
+    #[cfg(target_os = "linux")]
+    {
+        probe::main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        unsupported::fail()
+    }
+}
+
+/// Default time [`Prepared::receive_listener`] should wait for the launcher (design 4.6).
+pub const BRIDGE_TIMEOUT: Duration = Duration::from_secs(5);

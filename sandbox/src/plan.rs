@@ -1,0 +1,926 @@
+//! Policy -> plan: the pure part of the sandbox.
+//!
+//! [`plan_for_kernel`] turns a [`LaunchRequest`] into a [`SandboxPlan`]: the read set (runtime
+//! base + interpreter prefixes + `filesystem.read`), the write set (`${TMP}`, per-server caches,
+//! `filesystem.write`), the character devices, the environment, the Landlock level with its
+//! compensations and the seccomp table. Apart from resolving the command on `PATH` and reading a
+//! script's `#!` line it does no I/O, and it changes nothing: everything here is unit-tested as a
+//! whole value. Applying the plan is the launcher's job (`launcher.rs`).
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SandboxError;
+use crate::policy::{NetworkMode, PolicyPath, ValidatedPolicy};
+
+/// Everything needed to launch one server under its sandbox.
+#[derive(Clone, Debug)]
+pub struct LaunchRequest {
+    /// The server's name in `mcp.lock` (names its cache directory).
+    pub server: String,
+    /// Its validated `policy.sandbox`.
+    pub policy: ValidatedPolicy,
+    /// The locked argv (I1).
+    pub argv: Vec<String>,
+    /// Exactly the server's environment as mcpsum computed it (I2). The plan adds `TMPDIR`/`TMP`,
+    /// the per-server cache variables for `uv`/`uvx`/`npm`/`npx`, and (in the launcher, allow
+    /// mode) the proxy variables.
+    pub env: Vec<(OsString, OsString)>,
+    /// mcpsum's state directory; per-server caches live in `<state_dir>/cache/<server>/`.
+    pub state_dir: PathBuf,
+}
+
+/// Why a path is in the read or write set (shown by `sandbox test`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Origin {
+    /// The documented runtime base (crate docs).
+    RuntimeBase,
+    /// The command's own install prefix (found on the server's `PATH`).
+    Command,
+    /// The interpreter named by the command's `#!` line, and its prefix.
+    Interpreter,
+    /// A `filesystem.read` / `filesystem.write` entry; the key.
+    Policy(String),
+    /// The private `${TMP}`.
+    Tmp,
+    /// A per-server package-manager cache (design 7.3).
+    Cache,
+    /// The probe binary of `sandbox test`.
+    Probe,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::RuntimeBase => f.write_str("runtime base"),
+            Origin::Command => f.write_str("command prefix"),
+            Origin::Interpreter => f.write_str("interpreter prefix"),
+            Origin::Policy(k) => write!(f, "`{k}`"),
+            Origin::Tmp => f.write_str("private tmp"),
+            Origin::Cache => f.write_str("per-server cache"),
+            Origin::Probe => f.write_str("probe binary"),
+        }
+    }
+}
+
+/// One Landlock path rule of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsRule {
+    /// The path (a `${TMP}` path is resolved by `prepare`).
+    pub path: PolicyPath,
+    /// Why it is there.
+    pub origin: Origin,
+    /// Whether a missing path is an error (policy paths) or skipped (runtime base entries that a
+    /// distribution does not have, such as `/lib32` or `/etc/pki`).
+    pub required: bool,
+}
+
+/// The value of one variable of the server's environment.
+#[derive(Clone, PartialEq, Eq)]
+pub enum EnvValue {
+    /// A value mcpsum passed through (never printed: `Debug` redacts it).
+    Given(OsString),
+    /// The private `${TMP}` path, known once `prepare` made it.
+    Tmp,
+    /// A path the plan chose (cache directories).
+    Path(PathBuf),
+}
+
+impl fmt::Debug for EnvValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvValue::Given(_) => f.write_str("Given(<redacted>)"),
+            EnvValue::Tmp => f.write_str("Tmp"),
+            EnvValue::Path(p) => f.debug_tuple("Path").field(p).finish(),
+        }
+    }
+}
+
+/// A Landlock feature missing on this kernel and what stands in for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compensation {
+    /// The Landlock feature (`truncate`, `tcp`, `scopes`, ...).
+    pub feature: String,
+    /// The ABI that brings it.
+    pub abi: u32,
+    /// What mcpsum does instead, or what stays possible.
+    pub instead: String,
+}
+
+/// The Landlock level of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// The kernel's Landlock ABI (0 = none).
+    pub abi: u32,
+    /// The hard minimum: ABI 1.
+    pub required: u32,
+    /// Features of newer ABIs missing here, with their compensation.
+    pub compensations: Vec<Compensation>,
+}
+
+/// Comparison of one syscall argument.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArgCmp {
+    /// 32-bit argument equals the value.
+    Eq(u8, u64),
+    /// 32-bit argument differs from the value.
+    Ne(u8, u64),
+    /// 64-bit argument has every bit of the mask set.
+    HasBits(u8, u64),
+}
+
+/// One syscall of a seccomp filter: matches when any of `any_of` holds (each an AND of
+/// comparisons); an empty `any_of` matches every call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyscallRule {
+    /// Syscall name (`libc::SYS_<name>`); names absent on this architecture are skipped.
+    pub syscall: String,
+    /// Alternatives, each a conjunction of argument comparisons.
+    pub any_of: Vec<Vec<ArgCmp>>,
+}
+
+/// The three stacked seccomp filters (design 5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeccompTable {
+    /// x86_64: syscall numbers with the x32 bit answer EPERM.
+    pub x32_guard: bool,
+    /// Calls answered with ENOSYS (`clone3`: its flags cannot be inspected, glibc falls back).
+    pub enosys: Vec<SyscallRule>,
+    /// Calls answered with EPERM.
+    pub eperm: Vec<SyscallRule>,
+}
+
+/// The complete plan for one sandboxed launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxPlan {
+    /// Server name.
+    pub server: String,
+    /// Network mode.
+    pub network: NetworkMode,
+    /// The resolved program (`argv[0]` on the server's `PATH`).
+    pub program: PathBuf,
+    /// The argv, `argv[0]` as locked.
+    pub argv: Vec<String>,
+    /// Read-only (and execute) rules.
+    pub read: Vec<FsRule>,
+    /// Read-write rules.
+    pub write: Vec<FsRule>,
+    /// Character devices readable and writable (no other device rights).
+    pub devices: Vec<PathBuf>,
+    /// Directories `prepare` creates (0700) before launch: `${TMP}` write paths and caches.
+    pub create_dirs: Vec<PolicyPath>,
+    /// The server's environment, in order.
+    pub env: Vec<(OsString, EnvValue)>,
+    /// Landlock level and compensations.
+    pub landlock: LandlockPlan,
+    /// The seccomp filters.
+    pub seccomp: SeccompTable,
+    /// Protected paths the launcher re-checks write rules against.
+    pub protected: Vec<(String, PathBuf)>,
+}
+
+impl SandboxPlan {
+    /// The names of the server's environment (never the values).
+    pub fn env_names(&self) -> Vec<String> {
+        self.env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// Runtime base read set (design 7.2). Directories and files; missing ones are skipped.
+pub const RUNTIME_BASE: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/crypto-policies",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/resolv.conf",
+    "/etc/alternatives",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/dev/random",
+    "/dev/urandom",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/sys/kernel/mm/transparent_hugepage",
+];
+
+/// Python's `/etc/pythonX.Y` directories are added when present (names vary by version).
+const ETC_PYTHON_PREFIX: &str = "python";
+
+/// Character devices readable and writable by every server.
+pub const RW_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Directories of the runtime base whose contents need no interpreter-prefix rule.
+const BASE_CODE_DIRS: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"];
+
+/// `PATH` used to find `argv[0]` when the server's environment has none (I2 withholds `PATH`
+/// unless listed); the same default `execvp` falls back to, plus `/usr/local`.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Builds the plan, detecting the kernel's Landlock ABI.
+pub fn plan(req: &LaunchRequest) -> Result<SandboxPlan, SandboxError> {
+    #[cfg(target_os = "linux")]
+    {
+        let abi = crate::sys::landlock_abi();
+        plan_for_kernel(req, abi)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = req;
+        Err(SandboxError::Unsupported)
+    }
+}
+
+/// Builds the plan for a kernel with Landlock ABI `abi` (0 = none). Pure apart from resolving
+/// the command: the unit-tested core of [`plan`].
+pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, SandboxError> {
+    if abi < 1 {
+        return Err(SandboxError::layer(
+            "landlock",
+            "not available in this kernel",
+            "use a kernel >= 5.13 with `landlock` in the `lsm=` list",
+        ));
+    }
+    check_server_name(&req.server)?;
+    let Some(arg0) = req.argv.first() else {
+        return Err(SandboxError::layer(
+            "exec",
+            "the locked command is empty",
+            "lock the server with a command",
+        ));
+    };
+    let path_var = req
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map_or_else(|| OsString::from(DEFAULT_PATH), |(_, v)| v.clone());
+    let program = resolve_command(arg0, &path_var)?;
+    let protected = &req.policy.protected;
+
+    let mut read: Vec<FsRule> = RUNTIME_BASE
+        .iter()
+        .map(|p| base_rule(p))
+        .chain(etc_python_dirs().into_iter().map(|p| FsRule {
+            path: PolicyPath::Host(p),
+            origin: Origin::RuntimeBase,
+            required: false,
+        }))
+        .collect();
+    for (p, origin) in command_prefixes(&program, &path_var, protected) {
+        push_unique(
+            &mut read,
+            FsRule {
+                path: PolicyPath::Host(p),
+                origin,
+                required: true,
+            },
+        );
+    }
+    for (key, p) in &req.policy.read {
+        push_unique(
+            &mut read,
+            FsRule {
+                path: p.clone(),
+                origin: Origin::Policy(key.clone()),
+                required: true,
+            },
+        );
+    }
+
+    let mut write = vec![FsRule {
+        path: PolicyPath::Tmp(PathBuf::new()),
+        origin: Origin::Tmp,
+        required: true,
+    }];
+    let mut create_dirs = Vec::new();
+    let mut env: Vec<(OsString, EnvValue)> = Vec::new();
+    let cache_vars = cache_vars(arg0, &req.state_dir, &req.server);
+    for (k, v) in &req.env {
+        let overridden = k == "TMPDIR"
+            || k == "TMP"
+            || cache_vars
+                .iter()
+                .any(|(name, _)| OsStr::new(name) == k.as_os_str());
+        if !overridden {
+            env.push((k.clone(), EnvValue::Given(v.clone())));
+        }
+    }
+    env.push(("TMPDIR".into(), EnvValue::Tmp));
+    env.push(("TMP".into(), EnvValue::Tmp));
+    for (name, dir) in cache_vars {
+        env.push((name.into(), EnvValue::Path(dir.clone())));
+        create_dirs.push(PolicyPath::Host(dir.clone()));
+        write.push(FsRule {
+            path: PolicyPath::Host(dir),
+            origin: Origin::Cache,
+            required: true,
+        });
+    }
+    for (key, p) in &req.policy.write {
+        if let PolicyPath::Tmp(rel) = p
+            && !rel.as_os_str().is_empty()
+        {
+            create_dirs.push(p.clone());
+        }
+        push_unique(
+            &mut write,
+            FsRule {
+                path: p.clone(),
+                origin: Origin::Policy(key.clone()),
+                required: true,
+            },
+        );
+    }
+
+    Ok(SandboxPlan {
+        server: req.server.clone(),
+        network: req.policy.network.clone(),
+        program,
+        argv: req.argv.clone(),
+        read,
+        write,
+        devices: RW_DEVICES.iter().map(PathBuf::from).collect(),
+        create_dirs,
+        env,
+        landlock: LandlockPlan {
+            abi,
+            required: 1,
+            compensations: compensations(&req.policy.network, abi),
+        },
+        seccomp: seccomp_table(&req.policy.network, abi),
+        protected: protected.clone(),
+    })
+}
+
+fn base_rule(p: &str) -> FsRule {
+    FsRule {
+        path: PolicyPath::Host(PathBuf::from(p)),
+        origin: Origin::RuntimeBase,
+        required: false,
+    }
+}
+
+fn push_unique(rules: &mut Vec<FsRule>, rule: FsRule) {
+    if !rules.iter().any(|r| r.path == rule.path) {
+        rules.push(rule);
+    }
+}
+
+fn etc_python_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir("/etc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(ETC_PYTHON_PREFIX))
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+fn check_server_name(name: &str) -> Result<(), SandboxError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(SandboxError::layer(
+            "cache",
+            format!("server name `{name}` cannot name a cache directory"),
+            "rename the server without `/`",
+        ));
+    }
+    Ok(())
+}
+
+/// Cache variables of design 7.3 for package-manager launchers.
+fn cache_vars(arg0: &str, state_dir: &Path, server: &str) -> Vec<(&'static str, PathBuf)> {
+    let base = state_dir.join("cache").join(server);
+    let name = Path::new(arg0)
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or("");
+    match name {
+        "uv" | "uvx" => vec![
+            ("UV_CACHE_DIR", base.join("uv")),
+            ("UV_TOOL_DIR", base.join("uv-tools")),
+        ],
+        "npx" | "npm" => vec![("npm_config_cache", base.join("npm"))],
+        _ => Vec::new(),
+    }
+}
+
+/// Resolves `argv[0]` like `execvp`: a name with `/` as is, else the first executable file on
+/// `path_var`.
+pub fn resolve_command(arg0: &str, path_var: &OsStr) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if arg0.contains('/') {
+        let p = std::path::absolute(arg0).unwrap_or_else(|_| PathBuf::from(arg0));
+        if is_exec(&p) {
+            return Ok(p);
+        }
+    } else {
+        for dir in std::env::split_paths(path_var) {
+            if dir.is_absolute() {
+                let p = dir.join(arg0);
+                if is_exec(&p) {
+                    return Ok(p);
+                }
+            }
+        }
+    }
+    Err(SandboxError::layer(
+        "exec",
+        format!("`{arg0}` not found or not executable on the server's PATH"),
+        "pass PATH through (`--env PATH`) or lock an absolute command path",
+    ))
+}
+
+/// Interpreter discovery (design 7.2): the command (link and target) and the interpreter of its
+/// `#!` line, each as its install prefix when outside the base.
+fn command_prefixes(
+    program: &Path,
+    path_var: &OsStr,
+    protected: &[(String, PathBuf)],
+) -> Vec<(PathBuf, Origin)> {
+    let mut out: Vec<(PathBuf, Origin)> = Vec::new();
+    let add = |file: &Path, origin: Origin, out: &mut Vec<(PathBuf, Origin)>| {
+        let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        for f in [file.to_path_buf(), real] {
+            if BASE_CODE_DIRS.iter().any(|b| f.starts_with(b)) {
+                continue;
+            }
+            let p = install_prefix(&f, protected);
+            if !out.iter().any(|(q, _)| p.starts_with(q)) {
+                out.retain(|(q, _)| !q.starts_with(&p));
+                out.push((p, origin.clone()));
+            }
+        }
+    };
+    add(program, Origin::Command, &mut out);
+    if let Some(interp) = shebang_interpreter(program, path_var) {
+        add(&interp, Origin::Interpreter, &mut out);
+    }
+    out
+}
+
+/// The parent of the nearest `bin/` or `shims/` ancestor; the file's own directory when there is
+/// none or when that prefix would contain a protected path (home, state dir, lockfile); the file
+/// itself when even its directory would.
+fn install_prefix(file: &Path, protected: &[(String, PathBuf)]) -> PathBuf {
+    let covers =
+        |dir: &Path| dir == Path::new("/") || protected.iter().any(|(_, p)| p.starts_with(dir));
+    let mut cur = file.parent();
+    while let Some(dir) = cur {
+        if matches!(
+            dir.file_name().and_then(OsStr::to_str),
+            Some("bin" | "shims")
+        ) {
+            if let Some(prefix) = dir.parent()
+                && !covers(prefix)
+            {
+                return prefix.to_path_buf();
+            }
+            break;
+        }
+        cur = dir.parent();
+    }
+    match file.parent() {
+        Some(dir) if !covers(dir) => dir.to_path_buf(),
+        _ => file.to_path_buf(),
+    }
+}
+
+/// The interpreter of a `#!` script (`#!/usr/bin/env node` resolves `node` on `path_var`).
+fn shebang_interpreter(program: &Path, path_var: &OsStr) -> Option<PathBuf> {
+    let mut buf = [0u8; 256];
+    let n = std::fs::File::open(program).ok()?.read(&mut buf).ok()?;
+    let head = buf.get(..n)?;
+    let line = head.strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let interp = words.next()?;
+    if Path::new(interp).file_name() == Some(OsStr::new("env")) {
+        let name = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        resolve_command(name, path_var).ok()
+    } else {
+        Some(PathBuf::from(interp))
+    }
+}
+
+/// Landlock features missing below the newest ABI mcpsum uses, with their compensation
+/// (design 7.1).
+pub fn compensations(network: &NetworkMode, abi: u32) -> Vec<Compensation> {
+    let egress = matches!(network, NetworkMode::Egress { .. });
+    let c = |feature: &str, need: u32, instead: &str| Compensation {
+        feature: feature.into(),
+        abi: need,
+        instead: instead.into(),
+    };
+    let mut out = Vec::new();
+    if abi < 2 {
+        out.push(c(
+            "refer",
+            2,
+            "cross-directory renames and links are denied",
+        ));
+    }
+    if abi < 3 {
+        out.push(c("truncate", 3, "seccomp denies truncate(2)"));
+    }
+    if abi < 4 {
+        out.push(if egress {
+            c("tcp", 4, "own network namespace with loopback only")
+        } else {
+            c("tcp", 4, "seccomp denies socket(2)")
+        });
+    }
+    if abi < 5 {
+        out.push(c(
+            "ioctl-dev",
+            5,
+            "device ioctls stay possible on /dev/null, /dev/zero, /dev/full, /dev/urandom",
+        ));
+    }
+    if abi < 6 {
+        out.push(c(
+            "scopes",
+            6,
+            "abstract unix sockets: seccomp denies AF_UNIX socket(2); signals to same-uid processes outside stay possible",
+        ));
+    }
+    if abi < 9 {
+        out.push(c("resolve-unix", 9, "seccomp denies AF_UNIX socket(2)"));
+    }
+    out
+}
+
+fn rule(name: &str) -> SyscallRule {
+    SyscallRule {
+        syscall: name.into(),
+        any_of: Vec::new(),
+    }
+}
+
+/// `CLONE_NEW*` flags refused in `clone(2)` (`CLONE_NEWTIME` is not a `clone` flag).
+pub const CLONE_NEW_FLAGS: &[u64] = &[
+    0x0002_0000, // CLONE_NEWNS
+    0x0200_0000, // CLONE_NEWCGROUP
+    0x0400_0000, // CLONE_NEWUTS
+    0x0800_0000, // CLONE_NEWIPC
+    0x1000_0000, // CLONE_NEWUSER
+    0x2000_0000, // CLONE_NEWPID
+    0x4000_0000, // CLONE_NEWNET
+];
+
+const AF_UNIX: u64 = 1;
+const AF_INET: u64 = 2;
+const AF_INET6: u64 = 10;
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541C;
+
+/// The seccomp table for a mode and Landlock ABI (design 5).
+pub fn seccomp_table(network: &NetworkMode, abi: u32) -> SeccompTable {
+    let mut eperm: Vec<SyscallRule> = [
+        // other processes' memory
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "pidfd_getfd",
+        "kcmp",
+        // mounts
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "open_tree",
+        "move_mount",
+        "mount_setattr",
+        // namespaces
+        "unshare",
+        "setns",
+        // kernel attack surface (io_uring can create sockets without socket(2))
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "keyctl",
+        "add_key",
+        "request_key",
+        // handles
+        "open_by_handle_at",
+        "name_to_handle_at",
+        // administration
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "acct",
+        "quotactl",
+        "syslog",
+        "vhangup",
+        "fanotify_init",
+        "iopl",
+        "ioperm",
+        "uselib",
+    ]
+    .into_iter()
+    .map(rule)
+    .collect();
+    eperm.push(SyscallRule {
+        syscall: "clone".into(),
+        any_of: CLONE_NEW_FLAGS
+            .iter()
+            .map(|f| vec![ArgCmp::HasBits(0, *f)])
+            .collect(),
+    });
+    eperm.push(SyscallRule {
+        syscall: "personality".into(),
+        any_of: vec![
+            [0, 0x8, 0x0002_0000, 0x0002_0008, 0xffff_ffff]
+                .into_iter()
+                .map(|v| ArgCmp::Ne(0, v))
+                .collect(),
+        ],
+    });
+    eperm.push(SyscallRule {
+        syscall: "ioctl".into(),
+        any_of: vec![vec![ArgCmp::Eq(1, TIOCSTI)], vec![ArgCmp::Eq(1, TIOCLINUX)]],
+    });
+    eperm.push(match network {
+        NetworkMode::None => rule("socket"),
+        NetworkMode::Egress { .. } => SyscallRule {
+            syscall: "socket".into(),
+            any_of: vec![vec![ArgCmp::Ne(0, AF_INET), ArgCmp::Ne(0, AF_INET6)]],
+        },
+    });
+    eperm.push(SyscallRule {
+        syscall: "socketpair".into(),
+        any_of: vec![vec![ArgCmp::Ne(0, AF_UNIX)]],
+    });
+    if abi < 3 {
+        eperm.push(rule("truncate"));
+    }
+    SeccompTable {
+        x32_guard: cfg!(target_arch = "x86_64"),
+        enosys: vec![rule("clone3")],
+        eperm,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn exe(path: &Path, body: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn base_rules() -> Vec<FsRule> {
+        RUNTIME_BASE
+            .iter()
+            .map(|p| base_rule(p))
+            .chain(etc_python_dirs().into_iter().map(|p| FsRule {
+                path: PolicyPath::Host(p),
+                origin: Origin::RuntimeBase,
+                required: false,
+            }))
+            .collect()
+    }
+
+    #[test]
+    fn plan_as_a_whole_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let tool_bin = root.join("opt/tool/bin");
+        let node_bin = root.join("opt/node/v20/bin");
+        exe(&tool_bin.join("npx"), "#!/usr/bin/env node\n");
+        exe(&node_bin.join("node"), "");
+        std::fs::create_dir_all(root.join("notes")).unwrap();
+        let path = format!("{}:{}", tool_bin.display(), node_bin.display());
+        let state = root.join("state");
+        let req = LaunchRequest {
+            server: "fs".into(),
+            policy: ValidatedPolicy {
+                read: vec![(
+                    "filesystem.read[0]".into(),
+                    PolicyPath::Host(root.join("notes")),
+                )],
+                write: vec![("filesystem.write[0]".into(), PolicyPath::Tmp("work".into()))],
+                network: NetworkMode::None,
+                protected: vec![("the home directory".into(), root.join("home"))],
+            },
+            argv: vec!["npx".into(), "-y".into(), "pkg@1.0.0".into()],
+            env: vec![
+                ("PATH".into(), path.clone().into()),
+                ("HOME".into(), "/secret-value".into()),
+                ("TMPDIR".into(), "/elsewhere".into()),
+            ],
+            state_dir: state.clone(),
+        };
+        let got = plan_for_kernel(&req, 2).unwrap();
+        let mut read = base_rules();
+        read.push(FsRule {
+            path: PolicyPath::Host(root.join("opt/tool")),
+            origin: Origin::Command,
+            required: true,
+        });
+        read.push(FsRule {
+            path: PolicyPath::Host(root.join("opt/node/v20")),
+            origin: Origin::Interpreter,
+            required: true,
+        });
+        read.push(FsRule {
+            path: PolicyPath::Host(root.join("notes")),
+            origin: Origin::Policy("filesystem.read[0]".into()),
+            required: true,
+        });
+        let cache = state.join("cache/fs/npm");
+        let expected = SandboxPlan {
+            server: "fs".into(),
+            network: NetworkMode::None,
+            program: tool_bin.join("npx"),
+            argv: req.argv.clone(),
+            read,
+            write: vec![
+                FsRule {
+                    path: PolicyPath::Tmp(PathBuf::new()),
+                    origin: Origin::Tmp,
+                    required: true,
+                },
+                FsRule {
+                    path: PolicyPath::Host(cache.clone()),
+                    origin: Origin::Cache,
+                    required: true,
+                },
+                FsRule {
+                    path: PolicyPath::Tmp("work".into()),
+                    origin: Origin::Policy("filesystem.write[0]".into()),
+                    required: true,
+                },
+            ],
+            devices: vec!["/dev/null".into(), "/dev/zero".into(), "/dev/full".into()],
+            create_dirs: vec![
+                PolicyPath::Host(cache.clone()),
+                PolicyPath::Tmp("work".into()),
+            ],
+            env: vec![
+                ("PATH".into(), EnvValue::Given(path.into())),
+                ("HOME".into(), EnvValue::Given("/secret-value".into())),
+                ("TMPDIR".into(), EnvValue::Tmp),
+                ("TMP".into(), EnvValue::Tmp),
+                ("npm_config_cache".into(), EnvValue::Path(cache)),
+            ],
+            landlock: LandlockPlan {
+                abi: 2,
+                required: 1,
+                compensations: compensations(&NetworkMode::None, 2),
+            },
+            seccomp: seccomp_table(&NetworkMode::None, 2),
+            protected: req.policy.protected.clone(),
+        };
+        assert_eq!(got, expected);
+        assert!(!format!("{got:?}").contains("secret-value"));
+        assert_eq!(
+            got.env_names(),
+            ["PATH", "HOME", "TMPDIR", "TMP", "npm_config_cache"]
+        );
+    }
+
+    #[test]
+    fn no_landlock_fails_closed() {
+        let req = LaunchRequest {
+            server: "s".into(),
+            policy: ValidatedPolicy {
+                read: vec![],
+                write: vec![],
+                network: NetworkMode::None,
+                protected: vec![],
+            },
+            argv: vec!["/bin/true".into()],
+            env: vec![],
+            state_dir: "/nonexistent".into(),
+        };
+        let e = plan_for_kernel(&req, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "landlock: not available in this kernel; use a kernel >= 5.13 with `landlock` in the `lsm=` list"
+        );
+        let p = plan_for_kernel(&req, 7).unwrap();
+        assert_eq!(p.program, PathBuf::from("/bin/true"));
+        assert!(p.landlock.compensations.iter().all(|c| c.abi > 7));
+    }
+
+    #[test]
+    fn command_not_found_names_the_fix() {
+        let e = resolve_command("no-such-cmd-mcpsum", OsStr::new("/usr/bin")).unwrap_err();
+        assert!(e.to_string().contains("pass PATH through"), "{e}");
+    }
+
+    #[test]
+    fn prefix_never_covers_protected_paths() {
+        let protected = vec![
+            ("home".to_string(), PathBuf::from("/home/u")),
+            ("state".to_string(), PathBuf::from("/home/u/.local/state/mcpsum")),
+        ];
+        assert_eq!(
+            install_prefix(Path::new("/home/u/.local/bin/uvx"), &protected),
+            PathBuf::from("/home/u/.local/bin")
+        );
+        assert_eq!(
+            install_prefix(
+                Path::new("/home/u/.nvm/versions/node/v20/bin/node"),
+                &protected
+            ),
+            PathBuf::from("/home/u/.nvm/versions/node/v20")
+        );
+        assert_eq!(
+            install_prefix(Path::new("/home/u/tool"), &protected),
+            PathBuf::from("/home/u/tool")
+        );
+        assert_eq!(
+            install_prefix(Path::new("/opt/pyenv/shims/python"), &protected),
+            PathBuf::from("/opt/pyenv")
+        );
+    }
+
+    #[test]
+    fn seccomp_table_per_mode() {
+        let none = seccomp_table(&NetworkMode::None, 7);
+        let egress = seccomp_table(&NetworkMode::Egress { allow: vec![] }, 2);
+        let find = |t: &SeccompTable, n: &str| t.eperm.iter().find(|r| r.syscall == n).cloned();
+        assert_eq!(find(&none, "socket"), Some(rule("socket")));
+        assert_eq!(
+            find(&egress, "socket").unwrap().any_of,
+            vec![vec![ArgCmp::Ne(0, 2), ArgCmp::Ne(0, 10)]]
+        );
+        for t in [&none, &egress] {
+            assert_eq!(
+                find(t, "socketpair").unwrap().any_of,
+                vec![vec![ArgCmp::Ne(0, 1)]]
+            );
+            assert_eq!(t.enosys, vec![rule("clone3")]);
+            for n in [
+                "ptrace",
+                "mount",
+                "unshare",
+                "bpf",
+                "keyctl",
+                "io_uring_setup",
+            ] {
+                assert_eq!(find(t, n), Some(rule(n)), "{n}");
+            }
+            assert_eq!(find(t, "clone").unwrap().any_of.len(), 7);
+        }
+        assert_eq!(find(&none, "truncate"), None);
+        assert_eq!(find(&egress, "truncate"), Some(rule("truncate")));
+        // No syscall in two filters: equal-rank actions would make the order matter.
+        for r in &none.eperm {
+            assert!(!none.enosys.iter().any(|e| e.syscall == r.syscall));
+        }
+    }
+}

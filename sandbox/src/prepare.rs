@@ -1,0 +1,260 @@
+//! Parent side of a launch (design 4, steps 3-6): the private `${TMP}`, the cache directories,
+//! the bridge socketpair and the [`Command`] that re-executes this binary as the launcher.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::launcher::LauncherSpec;
+use crate::plan::{EnvValue, SandboxPlan};
+use crate::policy::{NetworkMode, PolicyPath};
+use crate::{APPARMOR_FIX, EXEC_SUBCOMMAND, SandboxError};
+
+/// A prepared launch. Keep it alive as long as the server runs: dropping it removes `${TMP}`.
+#[derive(Debug)]
+pub struct Prepared {
+    /// `<current exe> __sandbox-exec <spec>` with the server's final environment (after
+    /// `env_clear`). Set stdin/stdout/stderr and `process_group(0)`, then spawn it (for tokio:
+    /// `tokio::process::Command::from(command)`).
+    pub command: Command,
+    tmp: tempfile::TempDir,
+    bridge: Option<OwnedFd>,
+    child_end: Option<OwnedFd>,
+}
+
+impl Prepared {
+    /// The private `${TMP}` of this launch.
+    pub fn tmp_dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Allow mode only (else `Ok(None)`): after the command was spawned, waits up to `timeout`
+    /// for the launcher to send the listening socket it bound to `127.0.0.1:0` inside the
+    /// server's network namespace. Returns it blocking; call `set_nonblocking(true)` before
+    /// `tokio::net::TcpListener::from_std`. An error means the server must not run: kill it.
+    pub fn receive_listener(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<std::net::TcpListener>, SandboxError> {
+        use nix::sys::socket::{
+            ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt::ReceiveTimeout,
+        };
+        let Some(bridge) = self.bridge.take() else {
+            return Ok(None);
+        };
+        // Our copy of the child's end must go, or EOF never arrives if the launcher dies.
+        self.child_end = None;
+        let fix = "the launcher's error line is on the server's stderr";
+        let tv = nix::sys::time::TimeVal::new(
+            i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            i64::from(timeout.subsec_micros()),
+        );
+        setsockopt(&bridge, ReceiveTimeout, &tv)
+            .map_err(|e| SandboxError::layer("egress bridge", e.to_string(), fix))?;
+        let mut buf = [0u8; 2];
+        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = recvmsg::<()>(
+            bridge.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|e| {
+            let cause = if e == nix::errno::Errno::EAGAIN {
+                format!("the launcher did not report within {timeout:?}")
+            } else {
+                format!("receiving the listener: {e}")
+            };
+            SandboxError::layer("egress bridge", cause, fix)
+        })?;
+        let mut fds = Vec::new();
+        for c in msg
+            .cmsgs()
+            .map_err(|e| SandboxError::layer("egress bridge", e.to_string(), fix))?
+        {
+            if let ControlMessageOwned::ScmRights(v) = c {
+                fds.extend(v.into_iter().map(crate::sys::adopt_received_fd));
+            }
+        }
+        let n = msg.bytes;
+        if n == 0 && fds.is_empty() {
+            return Err(SandboxError::layer(
+                "egress bridge",
+                "the launcher exited before reporting its listener",
+                fix,
+            ));
+        }
+        let (Some(fd), 1, 2) = (fds.pop(), fds.len() + 1, n) else {
+            return Err(SandboxError::layer(
+                "egress bridge",
+                "malformed message from the launcher",
+                fix,
+            ));
+        };
+        let listener = std::net::TcpListener::from(fd);
+        let port = u16::from_be_bytes(buf);
+        match listener.local_addr() {
+            Ok(a) if a.port() == port && a.ip().is_loopback() => Ok(Some(listener)),
+            _ => Err(SandboxError::layer(
+                "egress bridge",
+                "the received socket is not the announced loopback listener",
+                fix,
+            )),
+        }
+    }
+}
+
+/// Creates the private `${TMP}`, the directories of the plan and the bridge, and builds the
+/// launcher command. See [`Prepared`].
+pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
+    let egress = matches!(plan.network, NetworkMode::Egress { .. });
+    if egress {
+        check_apparmor_userns()?;
+    }
+    let tmp = make_tmp()?;
+    let resolve = |p: &PolicyPath| match p {
+        PolicyPath::Host(h) => h.clone(),
+        PolicyPath::Tmp(rel) => tmp.path().join(rel),
+    };
+    for d in &plan.create_dirs {
+        let path = resolve(d);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| SandboxError::io(format!("creating `{}`", path.display()), e))?;
+    }
+
+    let (bridge, child_end) = if egress {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SandboxError::io("creating the bridge socketpair", e.into()))?;
+        (Some(a), Some(b))
+    } else {
+        (None, None)
+    };
+
+    let spec = LauncherSpec {
+        program: plan.program.clone(),
+        argv: plan.argv.clone(),
+        read: plan
+            .read
+            .iter()
+            .map(|r| (resolve(&r.path), r.required))
+            .collect(),
+        write: plan
+            .write
+            .iter()
+            .map(|r| (resolve(&r.path), r.required))
+            .collect(),
+        devices: plan.devices.clone(),
+        egress,
+        landlock_abi: plan.landlock.abi,
+        seccomp: plan.seccomp.clone(),
+        protected: plan.protected.clone(),
+        env_names: plan.env_names(),
+        parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
+        bridge_fd: child_end.as_ref().map(AsRawFd::as_raw_fd),
+    };
+    let spec = serde_json::to_string(&spec).map_err(|e| {
+        SandboxError::layer(
+            "launcher",
+            format!("a path is not UTF-8: {e}"),
+            "use UTF-8 paths",
+        )
+    })?;
+
+    let mut command = Command::new("/proc/self/exe");
+    command.arg(EXEC_SUBCOMMAND).arg(spec).env_clear();
+    for (name, value) in &plan.env {
+        let v: OsString = match value {
+            EnvValue::Given(v) => v.clone(),
+            EnvValue::Tmp => tmp.path().as_os_str().to_owned(),
+            EnvValue::Path(p) => p.as_os_str().to_owned(),
+        };
+        command.env(name, v);
+    }
+    if let Some(fd) = &child_end {
+        crate::sys::inherit_fd_in_child(&mut command, fd.as_raw_fd());
+    }
+    Ok(Prepared {
+        command,
+        tmp,
+        bridge,
+        child_end,
+    })
+}
+
+/// Ubuntu >= 23.10: an unconfined process that creates a user namespace loses every
+/// capability in it. Detect it before spawning (design 8).
+fn check_apparmor_userns() -> Result<(), SandboxError> {
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .unwrap_or_default();
+    if sysctl.trim() != "1" || nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
+        .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
+        .unwrap_or_default();
+    if label.trim().trim_end_matches('\0') == "unconfined" {
+        return Err(SandboxError::layer(
+            "user namespace",
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) and mcpsum runs unconfined",
+            APPARMOR_FIX,
+        ));
+    }
+    Ok(())
+}
+
+/// A fresh 0700 directory under `$XDG_RUNTIME_DIR/mcpsum/` or `/tmp/mcpsum-<uid>/`.
+fn make_tmp() -> Result<tempfile::TempDir, SandboxError> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && owned_dir(p, uid))
+        .map_or_else(
+            || std::env::temp_dir().join(format!("mcpsum-{uid}")),
+            |p| p.join("mcpsum"),
+        );
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(SandboxError::io(
+                format!("creating `{}`", base.display()),
+                e,
+            ));
+        }
+    }
+    // Another user could have made `/tmp/mcpsum-<uid>` first (or a symlink): refuse it.
+    if !owned_dir(&base, uid) {
+        return Err(SandboxError::layer(
+            "tmp",
+            format!("`{}` is not a directory owned by uid {uid}", base.display()),
+            "remove it and retry",
+        ));
+    }
+    let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
+    let dir = tempfile::Builder::new()
+        .prefix("tmp-")
+        .tempdir_in(&base)
+        .map_err(|e| {
+            SandboxError::io(format!("creating a directory in `{}`", base.display()), e)
+        })?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| SandboxError::io(format!("chmod `{}`", dir.path().display()), e))?;
+    Ok(dir)
+}
+
+fn owned_dir(p: &Path, uid: u32) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}

@@ -1,0 +1,289 @@
+//! The probe: `mcpsum __sandbox-probe <ops>`, run inside the sandbox by `sandbox test`.
+//!
+//! It performs each operation of its JSON argument and prints one JSON array on stdout, one
+//! [`Outcome`] per operation, in order. It only observes: expectations are the caller's. Every
+//! operation is harmless if the sandbox is missing (a probe in a weakened build must not mount
+//! over `/` or stop its parent): `ptrace` uses `PTRACE_TRACEME`, `mount` targets a path that
+//! does not exist, raw syscalls get NULL arguments. Environment values are never printed.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A probe path starting with this marker is resolved against `TMPDIR` inside the sandbox (the
+/// private tmp is made after the probe's arguments are fixed).
+pub(crate) const TMP_MARK: &str = "${TMP}";
+
+fn resolve(p: &std::path::Path) -> PathBuf {
+    match (p.strip_prefix(TMP_MARK), std::env::var_os("TMPDIR")) {
+        (Ok(rel), Some(tmp)) => PathBuf::from(tmp).join(rel),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// One operation of the probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum ProbeOp {
+    /// Open and read a file, or list a directory.
+    Read(PathBuf),
+    /// Open a file for writing (no truncation), or create and remove a file in a directory.
+    Write(PathBuf),
+    /// `socket(family, SOCK_STREAM or SOCK_DGRAM, 0)`.
+    Socket(i32),
+    /// `socketpair(AF_UNIX, SOCK_STREAM)`.
+    SocketPairUnix,
+    /// Connect to a pathname Unix socket.
+    UnixConnect(PathBuf),
+    /// Connect to an abstract Unix socket.
+    AbstractConnect(String),
+    /// Direct TCP connect.
+    TcpConnect(SocketAddr),
+    /// Connect to the bridge port named by `HTTPS_PROXY`.
+    ProxyPort,
+    /// `CONNECT host:port` through `HTTPS_PROXY`; observes the HTTP status.
+    ProxyConnect(String),
+    /// A named refusal check (`ptrace`, `mount`, `unshare`, `bpf`, `keyctl`, ...).
+    Syscall(String),
+    /// A field of `/proc/self/status`.
+    Status(String),
+    /// `kill(getppid(), 0)`: signals to a process outside the sandbox.
+    SignalParent,
+    /// The sorted names of the environment.
+    EnvNames,
+    /// The Landlock ABI as seen from inside.
+    LandlockAbi,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Outcome {
+    /// Succeeded.
+    Ok,
+    /// Failed with this errno (name as `nix` prints it, e.g. `EACCES`).
+    Errno(String),
+    /// Failed another way.
+    Failed(String),
+    /// A value (status fields, env names, HTTP status).
+    Value(String),
+}
+
+impl Outcome {
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Outcome::Ok => "allowed".into(),
+            Outcome::Errno(e) => format!("refused ({e})"),
+            Outcome::Failed(e) => format!("failed ({e})"),
+            Outcome::Value(v) => v.clone(),
+        }
+    }
+}
+
+pub(crate) fn main(args: Vec<OsString>) -> ! {
+    let ops: Vec<ProbeOp> = match args.as_slice() {
+        [a] => serde_json::from_slice(a.as_bytes()).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let out: Vec<Outcome> = ops.iter().map(run).collect();
+    let text = serde_json::to_string(&out).unwrap_or_else(|_| "[]".into());
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.write_all(b"\n");
+    let _ = stdout.flush();
+    std::process::exit(0)
+}
+
+fn io(e: &std::io::Error) -> Outcome {
+    match e.raw_os_error() {
+        Some(n) => Outcome::Errno(format!("{:?}", nix::errno::Errno::from_raw(n))),
+        None => Outcome::Failed(e.to_string()),
+    }
+}
+
+fn errno(e: nix::errno::Errno) -> Outcome {
+    Outcome::Errno(format!("{e:?}"))
+}
+
+fn res<T>(r: std::io::Result<T>) -> Outcome {
+    match r {
+        Ok(_) => Outcome::Ok,
+        Err(e) => io(&e),
+    }
+}
+
+fn run(op: &ProbeOp) -> Outcome {
+    match op {
+        ProbeOp::Read(p) => {
+            let p = &resolve(p);
+            if p.is_dir() {
+                res(std::fs::read_dir(p).and_then(|mut d| d.next().transpose()))
+            } else {
+                res(std::fs::File::open(p).and_then(|mut f| f.read(&mut [0u8; 1])))
+            }
+        }
+        ProbeOp::Write(p) => {
+            let p = &resolve(p);
+            if p.is_dir() {
+                let f = p.join(format!(".mcpsum-probe-{}", std::process::id()));
+                let r = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&f);
+                if r.is_ok() {
+                    let _ = std::fs::remove_file(&f);
+                }
+                res(r)
+            } else {
+                res(std::fs::OpenOptions::new().append(true).open(p))
+            }
+        }
+        ProbeOp::Socket(family) => socket(*family),
+        ProbeOp::SocketPairUnix => {
+            use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+            match socketpair(
+                AddressFamily::Unix,
+                SockType::Stream,
+                None,
+                SockFlag::empty(),
+            ) {
+                Ok(_) => Outcome::Ok,
+                Err(e) => errno(e),
+            }
+        }
+        ProbeOp::UnixConnect(p) => res(std::os::unix::net::UnixStream::connect(p)),
+        ProbeOp::AbstractConnect(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            res(
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+                    .and_then(|a| std::os::unix::net::UnixStream::connect_addr(&a)),
+            )
+        }
+        ProbeOp::TcpConnect(addr) => res(TcpStream::connect_timeout(addr, Duration::from_secs(3))),
+        ProbeOp::ProxyPort => match proxy_addr() {
+            Some(a) => res(TcpStream::connect_timeout(&a, Duration::from_secs(3))),
+            None => Outcome::Failed("HTTPS_PROXY not set".into()),
+        },
+        ProbeOp::ProxyConnect(target) => proxy_connect(target),
+        ProbeOp::Syscall(name) => syscall(name),
+        ProbeOp::Status(field) => {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{field}:")))
+                .map_or_else(
+                    || Outcome::Failed(format!("no {field} in /proc/self/status")),
+                    |v| Outcome::Value(v.trim().to_string()),
+                )
+        }
+        ProbeOp::SignalParent => match nix::sys::signal::kill(nix::unistd::getppid(), None) {
+            Ok(()) => Outcome::Ok,
+            Err(e) => errno(e),
+        },
+        ProbeOp::EnvNames => {
+            let mut names: Vec<String> = std::env::vars_os()
+                .map(|(k, _)| k.to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            Outcome::Value(names.join(" "))
+        }
+        ProbeOp::LandlockAbi => Outcome::Value(crate::sys::landlock_abi().to_string()),
+    }
+}
+
+fn socket(family: i32) -> Outcome {
+    let ty = if family == libc::AF_PACKET || family == libc::AF_NETLINK {
+        libc::SOCK_DGRAM
+    } else {
+        libc::SOCK_STREAM
+    };
+    match crate::sys::scalar_syscall(
+        libc::SYS_socket,
+        [libc::c_long::from(family), libc::c_long::from(ty), 0, 0],
+    ) {
+        Ok(fd) => {
+            let _ = i32::try_from(fd).map(nix::unistd::close);
+            Outcome::Ok
+        }
+        Err(e) => errno(nix::errno::Errno::from_raw(e)),
+    }
+}
+
+fn proxy_addr() -> Option<SocketAddr> {
+    let url = std::env::var("HTTPS_PROXY").ok()?;
+    let hostport = url.strip_prefix("http://")?.trim_end_matches('/');
+    hostport.parse().ok()
+}
+
+fn proxy_connect(target: &str) -> Outcome {
+    let Some(addr) = proxy_addr() else {
+        return Outcome::Failed("HTTPS_PROXY not set".into());
+    };
+    let mut s = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+        Ok(s) => s,
+        Err(e) => return io(&e),
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
+    let req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    if let Err(e) = s.write_all(req.as_bytes()) {
+        return io(&e);
+    }
+    let mut buf = [0u8; 512];
+    let mut got = Vec::new();
+    while !got.windows(2).any(|w| w == b"\r\n") && got.len() < 512 {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            Err(e) => return io(&e),
+        }
+    }
+    let line = String::from_utf8_lossy(&got);
+    match line.split_whitespace().nth(1) {
+        Some(code) => Outcome::Value(format!("HTTP {code}")),
+        None => Outcome::Failed("no HTTP status".into()),
+    }
+}
+
+fn syscall(name: &str) -> Outcome {
+    use crate::sys::scalar_syscall;
+    let r = match name {
+        "ptrace" => scalar_syscall(
+            libc::SYS_ptrace,
+            [libc::PTRACE_TRACEME as libc::c_long, 0, 0, 0],
+        ),
+        "mount" => {
+            return match nix::mount::mount(
+                None::<&str>,
+                "/nonexistent-mcpsum-probe",
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            ) {
+                Ok(()) => Outcome::Ok,
+                Err(e) => errno(e),
+            };
+        }
+        "unshare" => {
+            return match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER) {
+                Ok(()) => Outcome::Ok,
+                Err(e) => errno(e),
+            };
+        }
+        "bpf" => scalar_syscall(libc::SYS_bpf, [0, 0, 0, 0]),
+        "keyctl" => scalar_syscall(libc::SYS_keyctl, [0, -3, 0, 0]),
+        "perf_event_open" => scalar_syscall(libc::SYS_perf_event_open, [0, 0, -1, -1]),
+        "io_uring_setup" => scalar_syscall(libc::SYS_io_uring_setup, [1, 0, 0, 0]),
+        "clone3" => scalar_syscall(libc::SYS_clone3, [0, 0, 0, 0]),
+        "personality" => scalar_syscall(libc::SYS_personality, [0x0040_0000, 0, 0, 0]),
+        #[cfg(target_arch = "x86_64")]
+        "x32" => scalar_syscall(0x4000_0000 | libc::SYS_getpid, [0, 0, 0, 0]),
+        other => return Outcome::Failed(format!("unknown check {other}")),
+    };
+    match r {
+        Ok(_) => Outcome::Ok,
+        Err(e) => errno(nix::errno::Errno::from_raw(e)),
+    }
+}

@@ -1,0 +1,596 @@
+//! `mcpsum sandbox test`: build the server's sandbox exactly as the proxy would, with the probe as
+//! the command, and compare each observation with what the plan promises.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::plan::{EnvValue, FsRule, Origin, SandboxPlan, plan};
+use crate::policy::{NetworkMode, PolicyPath, Protected};
+use crate::probe::{Outcome, ProbeOp};
+use crate::{BRIDGE_TIMEOUT, LaunchRequest, PROBE_SUBCOMMAND, SETUP_FAILED_EXIT, SandboxError};
+
+/// How long the probe may run.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `CONNECT` the probe makes through the egress proxy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressCheck {
+    /// `host:port` as the server would send it.
+    pub target: String,
+    /// The HTTP status expected from mcpsum's proxy: 200 listed, 403 unlisted.
+    pub expected_status: u16,
+}
+
+/// Lets mcpsum run its egress proxy for `sandbox test` in allow mode.
+pub struct EgressHook {
+    /// Called with the bridged listener (in the server's namespace, blocking mode) once the
+    /// launcher reported it, before the probe makes its `CONNECT`s. Start serving and return.
+    pub serve: Box<dyn FnOnce(TcpListener) + Send>,
+    /// The `CONNECT` rows to add.
+    pub checks: Vec<EgressCheck>,
+}
+
+impl std::fmt::Debug for EgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressHook")
+            .field("checks", &self.checks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One row of the table: check, expected, observed, pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReportRow {
+    /// What is checked.
+    pub check: String,
+    /// What the policy promises.
+    pub expected: String,
+    /// What the probe saw.
+    pub observed: String,
+    /// Whether they agree.
+    pub pass: bool,
+}
+
+/// Which layer applied how (printed above the table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LayerRow {
+    /// Layer name.
+    pub layer: String,
+    /// What was applied, or the compensation in place.
+    pub status: String,
+}
+
+/// The result of [`sandbox_test`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SandboxReport {
+    /// Server name.
+    pub server: String,
+    /// Layers and compensations.
+    pub layers: Vec<LayerRow>,
+    /// The read set: path and why it is there.
+    pub read_set: Vec<(String, String)>,
+    /// The write set: path and why it is there.
+    pub write_set: Vec<(String, String)>,
+    /// The checks.
+    pub rows: Vec<ReportRow>,
+}
+
+impl SandboxReport {
+    /// True when every expectation held (exit 0), else exit 1.
+    pub fn passed(&self) -> bool {
+        self.rows.iter().all(|r| r.pass)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Expect {
+    Allowed,
+    Refused,
+    Errno(&'static str),
+    Value(String),
+    /// Informational: any outcome passes (a documented compensation).
+    Any(String),
+}
+
+impl Expect {
+    fn text(&self) -> String {
+        match self {
+            Expect::Allowed => "allowed".into(),
+            Expect::Refused => "refused".into(),
+            Expect::Errno(e) => format!("refused ({e})"),
+            Expect::Value(v) => v.clone(),
+            Expect::Any(why) => why.clone(),
+        }
+    }
+
+    fn pass(&self, o: &Outcome) -> bool {
+        match (self, o) {
+            (Expect::Allowed, Outcome::Ok)
+            | (Expect::Refused, Outcome::Errno(_))
+            | (Expect::Any(_), _) => true,
+            (Expect::Errno(e), Outcome::Errno(g)) => e == g,
+            (Expect::Value(v), Outcome::Value(g)) => v == g,
+            _ => false,
+        }
+    }
+}
+
+/// Builds `req`'s sandbox as the proxy would, runs the probe (the current executable with
+/// `__sandbox-probe`) in it, and returns one row per promise. `Err` means the sandbox could not
+/// be built (exit 2); a report with a failed row means a promise does not hold (exit 1).
+///
+/// The probe binary itself is added to the read set (it replaces the locked command); the
+/// command's prefixes found on the server's `PATH` stay in the read set, so the check covers the
+/// set the real server gets.
+pub fn sandbox_test(
+    req: &LaunchRequest,
+    protected: &Protected,
+    egress: Option<EgressHook>,
+) -> Result<SandboxReport, SandboxError> {
+    let mut plan = plan(req)?;
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| SandboxError::io("finding the current executable", e))?;
+
+    // Targets outside the sandbox: a listening pathname and abstract Unix socket (think
+    // ssh-agent, Docker) and a TCP listener on the host's loopback.
+    let outside = tempfile::Builder::new()
+        .prefix("mcpsum-probe-")
+        .tempdir()
+        .map_err(|e| SandboxError::io("creating a temporary directory", e))?;
+    let sock_path = outside.path().join("agent.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&sock_path)
+        .map_err(|e| SandboxError::io(format!("binding `{}`", sock_path.display()), e))?;
+    let abstract_name = format!("mcpsum-probe-{}-{}", std::process::id(), unique());
+    let _abstract = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .and_then(|a| std::os::unix::net::UnixListener::bind_addr(&a))
+            .map_err(|e| SandboxError::io("binding an abstract unix socket", e))?
+    };
+    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| SandboxError::io("binding 127.0.0.1:0", e))?;
+    let tcp_addr = tcp
+        .local_addr()
+        .map_err(|e| SandboxError::io("binding 127.0.0.1:0", e))?;
+
+    let checks = build_checks(
+        &plan,
+        protected,
+        &sock_path,
+        &abstract_name,
+        tcp_addr,
+        egress.as_ref(),
+    );
+    let ops: Vec<ProbeOp> = checks.iter().map(|(_, op, _)| op.clone()).collect();
+    let ops_json = serde_json::to_string(&ops)
+        .map_err(|e| SandboxError::layer("probe", e.to_string(), "use UTF-8 paths"))?;
+    plan.program.clone_from(&exe);
+    plan.argv = vec![
+        exe.to_string_lossy().into_owned(),
+        PROBE_SUBCOMMAND.into(),
+        ops_json,
+    ];
+    plan.read.push(FsRule {
+        path: PolicyPath::Host(exe),
+        origin: Origin::Probe,
+        required: true,
+    });
+    let layers = layer_rows(&plan);
+    let set = |rules: &[FsRule]| {
+        rules
+            .iter()
+            .filter(|r| r.required || path_exists(&r.path))
+            .map(|r| (r.path.to_string(), r.origin.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let read_set = set(&plan.read);
+    let write_set = set(&plan.write);
+    let server = plan.server.clone();
+
+    let mut prepared = crate::prepare(plan)?;
+    prepared
+        .command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = prepared
+        .command
+        .spawn()
+        .map_err(|e| SandboxError::io("starting the sandbox launcher", e))?;
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+    let kill = || {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    };
+    let mut _listener = None;
+    match prepared.receive_listener(BRIDGE_TIMEOUT) {
+        Ok(Some(l)) => match egress {
+            Some(hook) => (hook.serve)(l),
+            None => _listener = Some(l),
+        },
+        Ok(None) => {}
+        Err(e) => {
+            kill();
+            let _ = child.wait();
+            let stderr = read_all(child.stderr.take());
+            return Err(setup_error(&stderr).unwrap_or(e));
+        }
+    }
+
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let out = read_all(stdout.take());
+        let err = read_all(stderr.take());
+        let _ = tx.send((out, err));
+    });
+    let (out, err) = match rx.recv_timeout(PROBE_TIMEOUT) {
+        Ok(v) => v,
+        Err(_) => {
+            kill();
+            let _ = child.wait();
+            return Err(SandboxError::layer(
+                "probe",
+                format!("no answer within {PROBE_TIMEOUT:?}"),
+                "retry; if it persists, report it",
+            ));
+        }
+    };
+    let status = child
+        .wait()
+        .map_err(|e| SandboxError::io("waiting for the probe", e))?;
+    if status.code() == Some(SETUP_FAILED_EXIT)
+        && let Some(e) = setup_error(&err)
+    {
+        return Err(e);
+    }
+    let outcomes: Vec<Outcome> = serde_json::from_str(out.trim()).map_err(|_| {
+        SandboxError::layer(
+            "probe",
+            format!("unreadable answer ({status}); stderr: {}", err.trim()),
+            "make sure the binary dispatches `__sandbox-probe` to mcpsum_sandbox::probe_main",
+        )
+    })?;
+    if outcomes.len() != checks.len() {
+        return Err(SandboxError::layer(
+            "probe",
+            "answered a different number of checks",
+            "report it",
+        ));
+    }
+    let rows = checks
+        .into_iter()
+        .zip(outcomes)
+        .map(|((check, _, expect), got)| ReportRow {
+            check,
+            expected: expect.text(),
+            observed: got.text(),
+            pass: expect.pass(&got),
+        })
+        .collect();
+    drop(prepared);
+    Ok(SandboxReport {
+        server,
+        layers,
+        read_set,
+        write_set,
+        rows,
+    })
+}
+
+fn unique() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
+fn path_exists(p: &PolicyPath) -> bool {
+    match p {
+        PolicyPath::Host(h) => h.exists(),
+        PolicyPath::Tmp(_) => true,
+    }
+}
+
+fn read_all(r: Option<impl Read>) -> String {
+    let mut s = String::new();
+    if let Some(mut r) = r {
+        let _ = r.read_to_string(&mut s);
+    }
+    s
+}
+
+/// Parses the launcher's one line back into a [`SandboxError::Layer`].
+fn setup_error(stderr: &str) -> Option<SandboxError> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("sandbox setup failed, server not started: "))?;
+    let (layer, rest) = line.split_once(": ")?;
+    let (cause, fix) = rest.rsplit_once("; ").unwrap_or((rest, ""));
+    Some(SandboxError::layer(layer, cause, fix))
+}
+
+fn covered(p: &Path, rules: &[FsRule]) -> bool {
+    rules
+        .iter()
+        .any(|r| matches!(&r.path, PolicyPath::Host(h) if p.starts_with(h)))
+}
+
+fn probe_path(p: &PolicyPath) -> PathBuf {
+    match p {
+        PolicyPath::Host(h) => h.clone(),
+        PolicyPath::Tmp(rel) => Path::new(crate::probe::TMP_MARK).join(rel),
+    }
+}
+
+fn build_checks(
+    plan: &SandboxPlan,
+    protected: &Protected,
+    sock_path: &Path,
+    abstract_name: &str,
+    outside_tcp: SocketAddr,
+    egress: Option<&EgressHook>,
+) -> Vec<(String, ProbeOp, Expect)> {
+    let egress_mode = matches!(plan.network, NetworkMode::Egress { .. });
+    let mut c: Vec<(String, ProbeOp, Expect)> = Vec::new();
+    for r in plan.read.iter().filter(|r| r.required) {
+        c.push((
+            format!("read {} ({})", r.path, r.origin),
+            ProbeOp::Read(probe_path(&r.path)),
+            Expect::Allowed,
+        ));
+    }
+    for r in &plan.write {
+        c.push((
+            format!("write {} ({})", r.path, r.origin),
+            ProbeOp::Write(probe_path(&r.path)),
+            Expect::Allowed,
+        ));
+    }
+    let all: Vec<FsRule> = plan.read.iter().chain(&plan.write).cloned().collect();
+    if let Some(home) = &protected.home {
+        let home = crate::policy::canonical_or_lexical(home);
+        if !covered(&home, &all) {
+            c.push((
+                format!("read home {}", home.display()),
+                ProbeOp::Read(home),
+                Expect::Refused,
+            ));
+        }
+    }
+    let lock = crate::policy::canonical_or_lexical(&protected.lockfile);
+    if lock.exists() && !covered(&lock, &all) {
+        c.push((
+            format!("read lockfile {}", lock.display()),
+            ProbeOp::Read(lock.clone()),
+            Expect::Refused,
+        ));
+    }
+    if let Some(dir) = lock.parent().filter(|d| d.exists()) {
+        c.push((
+            format!("write elsewhere {}", dir.display()),
+            ProbeOp::Write(dir.to_path_buf()),
+            Expect::Refused,
+        ));
+    }
+    let host_tmp = crate::policy::canonical_or_lexical(&std::env::temp_dir());
+    if !covered(&host_tmp, &plan.write) {
+        c.push((
+            format!("write elsewhere {}", host_tmp.display()),
+            ProbeOp::Write(host_tmp),
+            Expect::Refused,
+        ));
+    }
+
+    let mut names = plan.env_names();
+    if egress_mode {
+        for n in [
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "ALL_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "all_proxy",
+            "NO_PROXY",
+            "no_proxy",
+            "NODE_USE_ENV_PROXY",
+        ] {
+            if !names.iter().any(|x| x == n) {
+                names.push(n.into());
+            }
+        }
+    }
+    names.sort();
+    c.push((
+        "environment: only passed variables".into(),
+        ProbeOp::EnvNames,
+        Expect::Value(names.join(" ")),
+    ));
+
+    let inet = if egress_mode {
+        Expect::Allowed
+    } else {
+        Expect::Errno("EPERM")
+    };
+    c.push((
+        "socket(AF_INET)".into(),
+        ProbeOp::Socket(libc::AF_INET),
+        inet.clone(),
+    ));
+    c.push((
+        "socket(AF_INET6)".into(),
+        ProbeOp::Socket(libc::AF_INET6),
+        inet,
+    ));
+    for (name, fam) in [
+        ("socket(AF_UNIX)", libc::AF_UNIX),
+        ("socket(AF_NETLINK)", libc::AF_NETLINK),
+        ("socket(AF_PACKET)", libc::AF_PACKET),
+        ("socket(AF_VSOCK)", libc::AF_VSOCK),
+    ] {
+        c.push((name.into(), ProbeOp::Socket(fam), Expect::Errno("EPERM")));
+    }
+    c.push((
+        "socketpair(AF_UNIX)".into(),
+        ProbeOp::SocketPairUnix,
+        Expect::Allowed,
+    ));
+    c.push((
+        format!("connect unix socket outside {}", sock_path.display()),
+        ProbeOp::UnixConnect(sock_path.to_path_buf()),
+        Expect::Refused,
+    ));
+    c.push((
+        format!("connect abstract unix socket outside @{abstract_name}"),
+        ProbeOp::AbstractConnect(abstract_name.into()),
+        Expect::Refused,
+    ));
+    c.push((
+        format!("direct connect to host loopback {outside_tcp}"),
+        ProbeOp::TcpConnect(outside_tcp),
+        Expect::Refused,
+    ));
+    if egress_mode {
+        c.push((
+            "connect to the egress bridge port".into(),
+            ProbeOp::ProxyPort,
+            Expect::Allowed,
+        ));
+        if let Some(hook) = egress {
+            for chk in &hook.checks {
+                c.push((
+                    format!("egress CONNECT {}", chk.target),
+                    ProbeOp::ProxyConnect(chk.target.clone()),
+                    Expect::Value(format!("HTTP {}", chk.expected_status)),
+                ));
+            }
+        }
+    }
+
+    let scoped = plan.landlock.abi >= 6;
+    c.push((
+        "signal a process outside (parent)".into(),
+        ProbeOp::SignalParent,
+        if scoped {
+            Expect::Errno("EPERM")
+        } else {
+            Expect::Any("allowed below Landlock ABI 6 (no signal scope)".into())
+        },
+    ));
+    for name in [
+        "ptrace",
+        "mount",
+        "bpf",
+        "keyctl",
+        "perf_event_open",
+        "io_uring_setup",
+        "personality",
+    ] {
+        c.push((
+            name.into(),
+            ProbeOp::Syscall(name.into()),
+            Expect::Errno("EPERM"),
+        ));
+    }
+    c.push((
+        "clone3".into(),
+        ProbeOp::Syscall("clone3".into()),
+        Expect::Errno("ENOSYS"),
+    ));
+    if cfg!(target_arch = "x86_64") {
+        c.push((
+            "x32 syscall".into(),
+            ProbeOp::Syscall("x32".into()),
+            Expect::Errno("EPERM"),
+        ));
+    }
+    let zero = Expect::Value("0000000000000000".into());
+    c.push((
+        "NoNewPrivs".into(),
+        ProbeOp::Status("NoNewPrivs".into()),
+        Expect::Value("1".into()),
+    ));
+    for cap in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        c.push((cap.into(), ProbeOp::Status(cap.into()), zero.clone()));
+    }
+    c.push((
+        "Seccomp mode".into(),
+        ProbeOp::Status("Seccomp".into()),
+        Expect::Value("2".into()),
+    ));
+    let filters = 2 + usize::from(plan.seccomp.x32_guard && cfg!(target_arch = "x86_64"));
+    c.push((
+        "seccomp filters".into(),
+        ProbeOp::Status("Seccomp_filters".into()),
+        Expect::Value(filters.to_string()),
+    ));
+    c.push((
+        "Landlock ABI".into(),
+        ProbeOp::LandlockAbi,
+        Expect::Value(plan.landlock.abi.to_string()),
+    ));
+    // Last: without the filter it would move the probe into a new user namespace.
+    c.push((
+        "unshare".into(),
+        ProbeOp::Syscall("unshare".into()),
+        Expect::Errno("EPERM"),
+    ));
+    c
+}
+
+fn layer_rows(plan: &SandboxPlan) -> Vec<LayerRow> {
+    let mut rows = vec![LayerRow {
+        layer: "landlock".into(),
+        status: format!(
+            "ABI {} (required >= {})",
+            plan.landlock.abi, plan.landlock.required
+        ),
+    }];
+    for comp in &plan.landlock.compensations {
+        rows.push(LayerRow {
+            layer: format!("landlock {} (ABI {})", comp.feature, comp.abi),
+            status: format!("missing: {}", comp.instead),
+        });
+    }
+    rows.push(LayerRow {
+        layer: "seccomp".into(),
+        status: format!(
+            "{}{} calls -> ENOSYS, {} rules -> EPERM",
+            if plan.seccomp.x32_guard {
+                "x32 guard, "
+            } else {
+                ""
+            },
+            plan.seccomp.enosys.len(),
+            plan.seccomp.eperm.len()
+        ),
+    });
+    rows.push(LayerRow {
+        layer: "namespaces".into(),
+        status: match plan.network {
+            NetworkMode::None => "none (network.allow is [])".into(),
+            NetworkMode::Egress { .. } => {
+                "user + network (loopback only), egress bridge by fd passing".into()
+            }
+        },
+    });
+    let extra: Vec<String> = plan
+        .env
+        .iter()
+        .filter(|(_, v)| !matches!(v, EnvValue::Given(_)))
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    rows.push(LayerRow {
+        layer: "environment".into(),
+        status: format!("passed variables plus {}", extra.join(", ")),
+    });
+    rows
+}

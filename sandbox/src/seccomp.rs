@@ -1,0 +1,185 @@
+//! Compiles a [`SeccompTable`] into the three stacked BPF filters of design 5 and installs them.
+//!
+//! seccompiler allows one match action per filter, hence separate filters for ENOSYS and EPERM;
+//! the kernel applies the most restrictive answer, so the tables never name a syscall twice.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use crate::plan::{ArgCmp, SeccompTable, SyscallRule};
+
+/// The compiled filters, in installation order.
+pub(crate) struct Compiled {
+    pub(crate) programs: Vec<(&'static str, BpfProgram)>,
+}
+
+/// Compiles the table for the running architecture.
+pub(crate) fn compile(table: &SeccompTable) -> Result<Compiled, String> {
+    let arch = target_arch()?;
+    let mut programs = Vec::new();
+    if table.x32_guard && cfg!(target_arch = "x86_64") {
+        programs.push(("x32 guard", x32_guard()));
+    }
+    if !table.enosys.is_empty() {
+        programs.push(("enosys", filter(&table.enosys, libc::ENOSYS, arch)?));
+    }
+    programs.push(("denylist", filter(&table.eperm, libc::EPERM, arch)?));
+    Ok(Compiled { programs })
+}
+
+/// Installs the compiled filters on the calling (only) thread. Sets `no_new_privs` first.
+pub(crate) fn install(compiled: &Compiled) -> Result<(), String> {
+    for (name, prog) in &compiled.programs {
+        seccompiler::apply_filter(prog).map_err(|e| format!("{name} filter: {e}"))?;
+    }
+    Ok(())
+}
+
+fn target_arch() -> Result<TargetArch, String> {
+    if cfg!(target_arch = "x86_64") {
+        Ok(TargetArch::x86_64)
+    } else if cfg!(target_arch = "aarch64") {
+        Ok(TargetArch::aarch64)
+    } else if cfg!(target_arch = "riscv64") {
+        Ok(TargetArch::riscv64)
+    } else {
+        Err("unsupported CPU architecture".into())
+    }
+}
+
+fn filter(rules: &[SyscallRule], errno: i32, arch: TargetArch) -> Result<BpfProgram, String> {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for r in rules {
+        // Calls this architecture does not have (iopl on aarch64) cannot be made at all.
+        let Some(nr) = syscall_number(&r.syscall) else {
+            continue;
+        };
+        let mut alts = Vec::new();
+        for conj in &r.any_of {
+            let conds = conj.iter().map(condition).collect::<Result<Vec<_>, _>>()?;
+            alts.push(SeccompRule::new(conds).map_err(|e| e.to_string())?);
+        }
+        map.insert(nr, alts);
+    }
+    let errno = u32::try_from(errno).map_err(|e| e.to_string())?;
+    let f = SeccompFilter::new(map, SeccompAction::Allow, SeccompAction::Errno(errno), arch)
+        .map_err(|e| e.to_string())?;
+    BpfProgram::try_from(f).map_err(|e| e.to_string())
+}
+
+fn condition(c: &ArgCmp) -> Result<SeccompCondition, String> {
+    let (arg, op, value) = match *c {
+        ArgCmp::Eq(a, v) => (a, SeccompCmpOp::Eq, v),
+        ArgCmp::Ne(a, v) => (a, SeccompCmpOp::Ne, v),
+        ArgCmp::HasBits(a, m) => (a, SeccompCmpOp::MaskedEq(m), m),
+    };
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+}
+
+/// x86_64: answer EPERM to every syscall number with the x32 bit (0x4000_0000) set. x32 calls
+/// carry the x86_64 audit arch, so the number-keyed denylist would miss them.
+fn x32_guard() -> BpfProgram {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let eperm = u32::try_from(libc::EPERM).unwrap_or(1);
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        ins(LD_W_ABS, 0, 0, 4),              // seccomp_data.arch
+        ins(JEQ_K, 0, 3, AUDIT_ARCH_X86_64), // other arch: allow (seccompiler kills it)
+        ins(LD_W_ABS, 0, 0, 0),              // seccomp_data.nr
+        ins(JSET_K, 0, 1, 0x4000_0000),      // __X32_SYSCALL_BIT
+        ins(RET_K, 0, 0, RET_ERRNO | eperm),
+        ins(RET_K, 0, 0, RET_ALLOW),
+    ]
+}
+
+macro_rules! numbers {
+    ($name:expr; $($sys:ident),* $(,)?) => {
+        match $name {
+            $(stringify!($sys) => Some(paste_sys!($sys)),)*
+            _ => None,
+        }
+    };
+}
+
+macro_rules! paste_sys {
+    ($sys:ident) => {{
+        #[allow(clippy::useless_conversion)]
+        let n = i64::from(sysno::$sys);
+        n
+    }};
+}
+
+/// `libc::SYS_*` under their plain names.
+#[allow(non_upper_case_globals)]
+mod sysno {
+    pub(super) use libc::{
+        SYS_acct as acct, SYS_add_key as add_key, SYS_bpf as bpf, SYS_chroot as chroot,
+        SYS_clone as clone, SYS_clone3 as clone3, SYS_delete_module as delete_module,
+        SYS_fanotify_init as fanotify_init, SYS_finit_module as finit_module,
+        SYS_fsconfig as fsconfig, SYS_fsmount as fsmount, SYS_fsopen as fsopen,
+        SYS_fspick as fspick, SYS_init_module as init_module, SYS_io_uring_enter as io_uring_enter,
+        SYS_io_uring_register as io_uring_register, SYS_io_uring_setup as io_uring_setup,
+        SYS_ioctl as ioctl, SYS_kcmp as kcmp, SYS_kexec_file_load as kexec_file_load,
+        SYS_kexec_load as kexec_load, SYS_keyctl as keyctl, SYS_mount as mount,
+        SYS_mount_setattr as mount_setattr, SYS_move_mount as move_mount,
+        SYS_name_to_handle_at as name_to_handle_at, SYS_open_by_handle_at as open_by_handle_at,
+        SYS_open_tree as open_tree, SYS_perf_event_open as perf_event_open,
+        SYS_personality as personality, SYS_pidfd_getfd as pidfd_getfd,
+        SYS_pivot_root as pivot_root, SYS_process_vm_readv as process_vm_readv,
+        SYS_process_vm_writev as process_vm_writev, SYS_ptrace as ptrace, SYS_quotactl as quotactl,
+        SYS_reboot as reboot, SYS_request_key as request_key, SYS_setns as setns,
+        SYS_socket as socket, SYS_socketpair as socketpair, SYS_swapoff as swapoff,
+        SYS_swapon as swapon, SYS_syslog as syslog, SYS_truncate as truncate,
+        SYS_umount2 as umount2, SYS_unshare as unshare, SYS_userfaultfd as userfaultfd,
+        SYS_vhangup as vhangup,
+    };
+    #[cfg(target_arch = "x86_64")]
+    pub(super) use libc::{SYS_ioperm as ioperm, SYS_iopl as iopl, SYS_uselib as uselib};
+}
+
+/// The syscall number of `name` on this architecture.
+pub(crate) fn syscall_number(name: &str) -> Option<i64> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(n) = numbers!(name; ioperm, iopl, uselib) {
+        return Some(n);
+    }
+    numbers!(name;
+        acct, add_key, bpf, chroot, clone, clone3, delete_module, fanotify_init, finit_module,
+        fsconfig, fsmount, fsopen, fspick, init_module, io_uring_enter, io_uring_register,
+        io_uring_setup, ioctl, kcmp, kexec_file_load, kexec_load, keyctl, mount, mount_setattr,
+        move_mount, name_to_handle_at, open_by_handle_at, open_tree, perf_event_open, personality,
+        pidfd_getfd, pivot_root, process_vm_readv, process_vm_writev, ptrace, quotactl, reboot,
+        request_key, setns, socket, socketpair, swapoff, swapon, syslog, truncate, umount2,
+        unshare, userfaultfd, vhangup,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::NetworkMode;
+
+    #[test]
+    fn every_table_name_has_a_number_here() {
+        for abi in [1, 7] {
+            for mode in [NetworkMode::None, NetworkMode::Egress { allow: vec![] }] {
+                let t = crate::plan::seccomp_table(&mode, abi);
+                for r in t.eperm.iter().chain(&t.enosys) {
+                    assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
+                }
+                let c = compile(&t).unwrap();
+                assert_eq!(c.programs.len(), 3);
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Every `unsafe` block of mcpsum, behind safe functions.
+//!
+//! What the safe crates (nix, caps, landlock, seccompiler) do not cover: the Landlock ABI query,
+//! `close_range`, the `lo` ioctl, adopting a descriptor received over `SCM_RIGHTS`, clearing
+//! `FD_CLOEXEC` between `fork` and `exec`, and the probe's raw syscalls with scalar arguments.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// The running kernel's Landlock ABI version, 0 when Landlock is absent or disabled.
+pub(crate) fn landlock_abi() -> u32 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attr and size 0 only returns the ABI
+    // version; the kernel reads and writes no memory of ours.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// Closes every descriptor in `first..=last` (`close_range(2)`, Linux 5.9).
+pub(crate) fn close_range(first: u32, last: u32) -> io::Result<()> {
+    if first > last {
+        return Ok(());
+    }
+    // SAFETY: closing descriptors cannot violate memory safety; the launcher is single-threaded
+    // and owns no `OwnedFd` in this range (it only keeps 0, 1, 2 and the bridge).
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Brings the loopback interface of the current network namespace up (`SIOCSIFFLAGS`).
+pub(crate) fn loopback_up() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let sock = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Datagram,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    // SAFETY: `ifreq` is a plain C struct for which all-zero bytes are a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = libc::c_char::try_from(*src).unwrap_or(0);
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into `req`, which lives for
+    // the call; `sock` is an open descriptor.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &raw mut req) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after SIOCGIFFLAGS the union holds `ifru_flags`, which we read.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    let up = libc::c_short::try_from(libc::IFF_UP | libc::IFF_RUNNING).unwrap_or(0);
+    req.ifr_ifru.ifru_flags = flags | up;
+    // SAFETY: SIOCSIFFLAGS only reads `req`, valid for the call.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &raw const req) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Adopts a descriptor that `recvmsg` returned in an `SCM_RIGHTS` message.
+pub(crate) fn adopt_received_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the kernel installed `fd` in our table for this message (with MSG_CMSG_CLOEXEC);
+    // nothing else owns it, so the `OwnedFd` becomes its only owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Makes `fd` (created with `FD_CLOEXEC`) survive the `exec` of `cmd`'s child only, so no other
+/// process mcpsum spawns concurrently inherits it.
+pub(crate) fn inherit_fd_in_child(cmd: &mut Command, fd: RawFd) {
+    let hook = move || {
+        // SAFETY: fcntl(F_SETFD) is async-signal-safe; it allocates nothing and takes no lock, as
+        // code between fork and exec must. `fd` is open in the child (inherited from the parent,
+        // which keeps it open until after the spawn).
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SAFETY: the closure only calls fcntl, which is async-signal-safe (see above).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Runs a syscall whose arguments are integers or null pointers (the probe's refusal checks),
+/// returning its result or errno. No argument is ever a pointer to our memory, so the kernel
+/// cannot write into this process.
+pub(crate) fn scalar_syscall(nr: libc::c_long, a: [libc::c_long; 4]) -> Result<libc::c_long, i32> {
+    // SAFETY: every argument is a scalar or 0 (NULL); the syscalls the probe names (ptrace
+    // TRACEME, bpf/perf/io_uring/clone3 with NULL attrs, keyctl GET_KEYRING_ID, x32 numbers)
+    // either fail with an errno or act only on the calling process.
+    let rc = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3]) };
+    if rc < 0 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(rc)
+    }
+}

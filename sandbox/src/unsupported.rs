@@ -1,0 +1,54 @@
+//! Stand-ins for systems without the Linux sandbox: every entry refuses with
+//! [`SandboxError::Unsupported`], so a server with a sandbox policy never starts unconfined.
+
+use std::time::Duration;
+
+use crate::{LaunchRequest, Protected, SandboxError, SandboxPlan};
+
+/// A prepared launch (never built on this system).
+#[derive(Debug)]
+pub struct Prepared {
+    /// The launcher command.
+    pub command: std::process::Command,
+}
+
+impl Prepared {
+    /// Always [`SandboxError::Unsupported`].
+    pub fn receive_listener(
+        &mut self,
+        _timeout: Duration,
+    ) -> Result<Option<std::net::TcpListener>, SandboxError> {
+        Err(SandboxError::Unsupported)
+    }
+}
+
+/// Always [`SandboxError::Unsupported`].
+pub fn prepare(_plan: SandboxPlan) -> Result<Prepared, SandboxError> {
+    Err(SandboxError::Unsupported)
+}
+
+/// The egress hook of `sandbox test` (unused here).
+pub struct EgressHook;
+
+/// The report of `sandbox test` (never built here).
+#[derive(Debug)]
+pub struct SandboxReport;
+
+/// Always [`SandboxError::Unsupported`].
+pub fn sandbox_test(
+    _req: &LaunchRequest,
+    _protected: &Protected,
+    _egress: Option<EgressHook>,
+) -> Result<SandboxReport, SandboxError> {
+    Err(SandboxError::Unsupported)
+}
+
+pub(crate) fn fail() -> ! {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "sandbox setup failed, server not started: {}",
+        SandboxError::Unsupported
+    );
+    std::process::exit(crate::SETUP_FAILED_EXIT)
+}
