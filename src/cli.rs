@@ -52,6 +52,25 @@ pub enum Command {
     /// Show what the lockfile pins.
     #[command(after_help = "Examples:\n  mcpsum show\n  mcpsum show --name time --json")]
     Show(ShowArgs),
+    /// Run a locked server behind mcpsum: put this in the client's config instead of the server.
+    #[command(
+        after_help = "Client config example:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
+    )]
+    Proxy(ProxyArgs),
+}
+
+/// `mcpsum proxy`. It takes no command: the lockfile's is the only one it runs.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// The server's name in the lockfile.
+    #[arg(long)]
+    pub name: String,
+    /// Largest JSON-RPC message accepted from the client or the server, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "N")]
+    pub max_message_bytes: usize,
+    /// Bound on the server's start-up handshake and each list request, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub timeout_secs: u64,
 }
 
 /// `mcpsum lock`.

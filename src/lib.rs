@@ -2,6 +2,7 @@
 //! through a proxy that serves only the pinned surface, under an OS sandbox and a taint policy.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod canonical;
 pub mod cli;
 pub mod commands;
@@ -11,7 +12,9 @@ pub mod lockfile;
 pub mod mcp;
 pub mod output;
 pub mod paths;
+pub mod proxy;
 pub mod sandboxing;
+pub mod session;
 
 pub use error::{Error, Exit, Result};
 
@@ -22,5 +25,13 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
         cli::Command::Show(a) => commands::show::run(lockfile, a),
+        cli::Command::Proxy(a) => {
+            let opts = proxy::ProxyOptions {
+                name: a.name.clone(),
+                max_message: a.max_message_bytes,
+                timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+            };
+            proxy::run(lockfile, &opts).await
+        }
     }
 }

@@ -190,7 +190,10 @@ impl Connection {
 
     async fn await_response(&mut self, id: u64, method: &str) -> Result<Value, ClientError> {
         loop {
-            let frame = framing::read_frame(&mut self.process.stdout, self.max_message)
+            let Some(stdout) = self.process.stdout.as_mut() else {
+                return Err(ClientError::Io(std::io::Error::other("stdout taken")));
+            };
+            let frame = framing::read_frame(stdout, self.max_message)
                 .await
                 .map_err(ClientError::Io)?;
             let line = match frame {
@@ -256,6 +259,16 @@ impl Connection {
                 ))),
             };
         }
+    }
+
+    /// The protocol version spoken on this link.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The next request id this connection would use (the proxy continues from it).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
     }
 
     /// Ends the server and its process tree.

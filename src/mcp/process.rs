@@ -94,7 +94,7 @@ pub struct ServerProcess {
     /// Our end of its stdin; `None` once closed.
     pub stdin: Option<ChildStdin>,
     /// Its stdout.
-    pub stdout: BufReader<ChildStdout>,
+    pub stdout: Option<BufReader<ChildStdout>>,
     /// Its last stderr lines.
     pub stderr: StderrTail,
     pgid: Option<i32>,
@@ -197,7 +197,7 @@ impl ServerProcess {
         let mut process = Self {
             child,
             stdin: Some(stdin),
-            stdout,
+            stdout: Some(stdout),
             stderr: tail,
             pgid,
             sandbox,

@@ -1,0 +1,96 @@
+//! The audit log: one JSON object per line, appended to `audit.jsonl` in the state directory.
+//!
+//! Several proxies append at once: the file is opened with `O_APPEND` and each record is one
+//! `write` of one line, so records never interleave. Records never carry argument values or
+//! environment values; a digest of the arguments is enough to correlate.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+
+/// The audit log's file name in the state directory.
+pub const AUDIT_FILE: &str = "audit.jsonl";
+
+/// An open audit log for one server in one client session.
+pub struct AuditLog {
+    file: Mutex<std::fs::File>,
+    path: PathBuf,
+    session: String,
+    server: String,
+}
+
+/// The current time as RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl AuditLog {
+    /// Opens (creating, mode 0600) `audit.jsonl` in `state_dir`.
+    pub fn open(state_dir: &Path, session: &str, server: &str) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = state_dir.join(AUDIT_FILE);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| {
+                Error::new(format!("cannot open the audit log `{}`", path.display()))
+                    .cause(e)
+                    .hint("the audit log must be writable before any server starts; check the state directory (`MCPSUM_STATE_DIR`)")
+            })?;
+        Ok(Self {
+            file: Mutex::new(file),
+            path,
+            session: session.to_owned(),
+            server: server.to_owned(),
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record: `ts`, `session`, `server`, `event`, then `fields`.
+    pub fn record(&self, event: &str, fields: Value) -> std::io::Result<()> {
+        let mut obj = Map::new();
+        obj.insert("ts".into(), Value::String(now_rfc3339()));
+        obj.insert("session".into(), Value::String(self.session.clone()));
+        obj.insert("server".into(), Value::String(self.server.clone()));
+        obj.insert("event".into(), Value::String(event.to_owned()));
+        if let Value::Object(extra) = fields {
+            for (k, v) in extra {
+                obj.entry(k).or_insert(v);
+            }
+        }
+        let mut line = serde_json::to_vec(&Value::Object(obj)).unwrap_or_default();
+        line.push(b'\n');
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("audit log lock poisoned"))?;
+        file.write_all(&line)
+    }
+
+    /// Appends a record, reporting (not failing) when the log cannot be written.
+    pub fn note(&self, event: &str, fields: Value) {
+        if let Err(e) = self.record(event, fields) {
+            crate::output::warn(&format!(
+                "cannot write the audit log `{}`: {e}",
+                self.path.display()
+            ));
+        }
+    }
+}
+
+/// A record's fields for a refused or allowed item.
+pub fn item_fields(item: &str, decision: &str, reason: &str) -> Value {
+    json!({"item": item, "decision": decision, "reason": reason})
+}

@@ -1,0 +1,1127 @@
+//! `mcpsum proxy --name NAME`: the stdio proxy a client runs instead of the server (SPEC §5).
+//!
+//! mcpsum is a server on the client link and a client on the server link. It loads and checks the
+//! lock, starts exactly the locked command with exactly the passthrough environment, talks to the
+//! server only in its locked era, reads the live surface and compares it before serving anything.
+//! The client sees the lock and nothing else: `initialize` / `server/discover` and every list are
+//! answered from the lock; calls reach the server only for locked items; definitional drift, at
+//! start or later, quarantines the server (-32002 for every later request).
+//!
+//! Four tasks move bytes (client reader, client writer, server reader, server writer) through
+//! bounded channels; one loop owns all state, so there are no locks and no unbounded queues: a
+//! slow reader on either side slows the other down instead of growing memory.
+
+mod uri;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::audit::AuditLog;
+use crate::drift::{self, Class};
+use crate::error::{Error, Exit, Result};
+use crate::lockfile::{self, Era, Kind, ServerEntry, Sha256Digest, canonical_items};
+use crate::mcp::client::{self, Options, with_modern_meta};
+use crate::mcp::framing::{self, Frame};
+use crate::mcp::{
+    LATEST_LEGACY, LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSION, codes,
+};
+use crate::output;
+
+/// Items per page when serving a locked list.
+const PAGE_SIZE: usize = 100;
+/// Requests in flight towards the server, at most.
+const MAX_IN_FLIGHT: usize = 4096;
+/// Capacity of each channel between the tasks and the loop.
+const CHANNEL: usize = 64;
+/// Audit records for dropped junk, at most, before only counting.
+const MAX_DROP_RECORDS: u64 = 100;
+
+/// Options of `mcpsum proxy`.
+#[derive(Debug, Clone)]
+pub struct ProxyOptions {
+    /// The server's name in the lockfile.
+    pub name: String,
+    /// Largest message accepted from either side.
+    pub max_message: usize,
+    /// Bound on the start-up handshake and lists.
+    pub timeout: Duration,
+}
+
+/// Runs the proxy until the client leaves or the server exits.
+pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -> Result<Exit> {
+    let path = crate::paths::require_lockfile(lockfile_flag)?;
+    let lock = lockfile::load(&path)?;
+    let entry = crate::commands::entry(&lock, &path, &opts.name)?.clone();
+    let state_dir = crate::paths::ensure_state_dir()?;
+    let session = crate::session::current();
+    let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
+
+    let launch = crate::commands::launch_for(&opts.name, &entry, &path, true);
+    let started = Instant::now();
+    let copts = Options {
+        timeout: opts.timeout,
+        max_message: opts.max_message,
+    };
+    let (mut conn, hs) = client::connect(&launch, Some(entry.era()), copts)
+        .await
+        .map_err(|f| crate::commands::server_error("cannot start", &launch, f))?;
+    let items = match client::read_lists(&mut conn, &hs).await {
+        Ok(items) => items,
+        Err(e) => {
+            conn.close().await;
+            return Err(
+                Error::new(format!("cannot read the surface of server `{}`", opts.name)).cause(e),
+            );
+        }
+    };
+    let live = lockfile::Surface {
+        era: hs.era,
+        protocol_version: hs.protocol_version.clone(),
+        supported_versions: hs.supported_versions.clone(),
+        server_info: hs.server_info.clone(),
+        capabilities: hs.capabilities.clone(),
+        instructions: hs.instructions.clone(),
+        items,
+    };
+    audit.note(
+        "start",
+        json!({"pid": conn.process.child.id(), "era": era_name(hs.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid}),
+    );
+
+    let server_era = conn.era();
+    let server_version = conn.version().to_owned();
+    let next_id = conn.next_id();
+    let mut process = conn.process;
+    let (Some(server_in), Some(server_out)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(Error::new("the server's stdio is gone"));
+    };
+
+    let (to_client, client_out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
+    let (to_server, server_in_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
+    let (client_tx, mut client_rx) = mpsc::channel::<Input>(CHANNEL);
+    let (server_tx, mut server_rx) = mpsc::channel::<Input>(CHANNEL);
+    let max = opts.max_message;
+    tokio::spawn(read_loop(
+        BufReader::new(tokio::io::stdin()),
+        client_tx,
+        max,
+    ));
+    tokio::spawn(read_loop(server_out, server_tx, max));
+    let client_writer = tokio::spawn(write_loop(tokio::io::stdout(), client_out_rx));
+    let server_writer = tokio::spawn(write_loop(server_in, server_in_rx));
+
+    let mut proxy = Proxy {
+        name: opts.name.clone(),
+        entry,
+        server_era,
+        server_version,
+        audit,
+        quarantine: None,
+        client_legacy_caps: None,
+        next_server_id: next_id,
+        pending: HashMap::new(),
+        next_relay: 0,
+        relayed: HashMap::new(),
+        streams: HashMap::new(),
+        rereads: BTreeMap::new(),
+        to_client,
+        to_server,
+        drops: 0,
+    };
+    proxy.check_start(&live);
+    if proxy.server_era == Era::Modern {
+        proxy.open_listen().await;
+    }
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
+
+    let exit = loop {
+        tokio::select! {
+            msg = client_rx.recv() => match msg {
+                Some(Input::Line(line)) => proxy.from_client(&line).await,
+                Some(Input::TooLong(n)) => proxy.client_too_long(n).await,
+                Some(Input::Eof) | None => break End::ClientLeft,
+            },
+            msg = server_rx.recv() => match msg {
+                Some(Input::Line(line)) => proxy.from_server(&line).await,
+                Some(Input::TooLong(n)) => proxy.drop_junk("server", &format!("message of {n} bytes over the limit")),
+                Some(Input::Eof) | None => break End::ServerExited,
+            },
+            _ = sigterm.recv() => break End::Signal,
+            _ = sigint.recv() => break End::Signal,
+        }
+    };
+
+    match exit {
+        End::ServerExited => {
+            proxy.fail_in_flight().await;
+            let status = tokio::time::timeout(Duration::from_secs(2), process.child.wait()).await;
+            let status = match status {
+                Ok(Ok(s)) => s.to_string(),
+                _ => "unknown status".to_owned(),
+            };
+            process.shutdown(Duration::from_millis(100)).await;
+            proxy.audit.note("exit", json!({"reason": "server exited", "status": status, "duration_ms": started.elapsed().as_millis() as u64}));
+            drop(proxy);
+            let _ = client_writer.await;
+            output::warn(&format!(
+                "server `{}` exited ({status}); the proxy stops",
+                opts.name
+            ));
+            Ok(Exit::Problem)
+        }
+        End::ClientLeft | End::Signal => {
+            let reason = if matches!(exit, End::Signal) {
+                "signal"
+            } else {
+                "client closed stdin"
+            };
+            proxy.audit.note(
+                "exit",
+                json!({"reason": reason, "duration_ms": started.elapsed().as_millis() as u64}),
+            );
+            drop(proxy);
+            // Closing our side of the server's stdin lets a well-behaved server exit by itself;
+            // then the whole process group is ended.
+            let _ = tokio::time::timeout(Duration::from_millis(500), server_writer).await;
+            process.shutdown(Duration::from_secs(2)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+enum End {
+    ClientLeft,
+    ServerExited,
+    Signal,
+}
+
+enum Input {
+    Line(Vec<u8>),
+    TooLong(usize),
+    Eof,
+}
+
+async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
+    mut reader: R,
+    tx: mpsc::Sender<Input>,
+    max: usize,
+) {
+    loop {
+        let input = match framing::read_frame(&mut reader, max).await {
+            Ok(Some(Frame::Line(l))) => Input::Line(l),
+            Ok(Some(Frame::TooLong(n))) => Input::TooLong(n),
+            Ok(None) | Err(_) => Input::Eof,
+        };
+        let eof = matches!(input, Input::Eof);
+        if tx.send(input).await.is_err() || eof {
+            return;
+        }
+    }
+}
+
+async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+) {
+    while let Some(bytes) = rx.recv().await {
+        if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
+            // The peer is gone; keep draining so senders never block on a dead pipe.
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    }
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Legacy => "legacy",
+        Era::Modern => MODERN_VERSION,
+    }
+}
+
+/// A request sent to the server and not yet answered.
+enum Pending {
+    /// Relayed for the client.
+    Client {
+        client_id: Value,
+        method: String,
+        item: String,
+        modern_client: bool,
+        started: Instant,
+    },
+    /// A page of mcpsum's own re-read of a list after `list_changed`.
+    Reread(Kind),
+    /// mcpsum's own `subscriptions/listen` (2026-07-28 servers).
+    Listen,
+}
+
+struct Reread {
+    items: Vec<Value>,
+    cursors: std::collections::HashSet<String>,
+}
+
+struct Proxy {
+    name: String,
+    entry: ServerEntry,
+    server_era: Era,
+    server_version: String,
+    audit: AuditLog,
+    quarantine: Option<String>,
+    /// Capabilities a legacy client declared in `initialize`.
+    client_legacy_caps: Option<Value>,
+    next_server_id: u64,
+    pending: HashMap<u64, Pending>,
+    next_relay: u64,
+    /// Our id on the client link → the server's id, for server requests relayed to the client.
+    relayed: HashMap<String, Value>,
+    /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
+    streams: HashMap<u64, Value>,
+    rereads: BTreeMap<Kind, Reread>,
+    to_client: mpsc::Sender<Vec<u8>>,
+    to_server: mpsc::Sender<Vec<u8>>,
+    drops: u64,
+}
+
+fn is_modern_request(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_VERSION))
+        .is_some()
+}
+
+impl Proxy {
+    // ----- start-up -----
+
+    fn check_start(&mut self, live: &lockfile::Surface) {
+        match drift::compare(&self.entry, live) {
+            Ok(d) => match d.class() {
+                Class::Clean => {}
+                Class::Informational => {
+                    self.audit.note("drift", json!({"class": "informational", "fields": d.fields.iter().map(|f| f.field).collect::<Vec<_>>()}));
+                }
+                Class::Definitional => self.quarantine_now(&d.summary()),
+            },
+            Err(e) => self.quarantine_now(&e.to_string()),
+        }
+    }
+
+    fn quarantine_now(&mut self, what: &str) {
+        if self.quarantine.is_some() {
+            return;
+        }
+        self.audit
+            .note("drift", json!({"class": "definitional", "reason": what}));
+        self.audit.note("quarantine", json!({"reason": what}));
+        output::warn(&format!(
+            "server `{}` is quarantined: its surface drifted from the lock ({what}); review with `mcpsum verify --name {}`",
+            self.name, self.name
+        ));
+        self.quarantine = Some(what.to_owned());
+    }
+
+    async fn open_listen(&mut self) {
+        let id = self.alloc_id();
+        self.pending.insert(id, Pending::Listen);
+        let params = with_modern_meta(
+            json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}}),
+            &self.server_version,
+            json!({}),
+        );
+        self.send_server(
+            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params}),
+        )
+        .await;
+    }
+
+    fn alloc_id(&mut self) -> u64 {
+        let id = self.next_server_id;
+        self.next_server_id += 1;
+        id
+    }
+
+    // ----- sending -----
+
+    async fn send_client(&self, msg: Value) {
+        let _ = self.to_client.send(framing::encode(&msg)).await;
+    }
+
+    async fn send_server(&self, msg: Value) {
+        let _ = self.to_server.send(framing::encode(&msg)).await;
+    }
+
+    async fn reply(&self, id: &Value, result: Value) {
+        self.send_client(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
+    async fn reply_error(&self, id: &Value, code: i64, message: &str, data: Option<Value>) {
+        let mut err = json!({"code": code, "message": message});
+        if let Some(d) = data {
+            err["data"] = d;
+        }
+        self.send_client(json!({"jsonrpc": "2.0", "id": id, "error": err}))
+            .await;
+    }
+
+    async fn refuse(&self, id: &Value, method: &str, item: &str, code: i64, message: &str) {
+        self.audit.note(
+            "refused",
+            json!({"method": method, "item": item, "decision": "refuse", "reason": message}),
+        );
+        self.reply_error(id, code, message, None).await;
+    }
+
+    fn drop_junk(&mut self, from: &str, what: &str) {
+        self.drops += 1;
+        if self.drops <= MAX_DROP_RECORDS {
+            self.audit.note(
+                "refused",
+                json!({"from": from, "decision": "drop", "reason": what}),
+            );
+        }
+    }
+
+    // ----- client side -----
+
+    async fn client_too_long(&mut self, n: usize) {
+        self.drop_junk("client", &format!("message of {n} bytes over the limit"));
+        self.reply_error(
+            &Value::Null,
+            codes::INVALID_REQUEST,
+            &format!("message of {n} bytes is over mcpsum's limit"),
+            None,
+        )
+        .await;
+    }
+
+    async fn from_client(&mut self, line: &[u8]) {
+        let msg = match crate::canonical::parse_strict_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                self.drop_junk("client", "invalid JSON");
+                self.reply_error(
+                    &Value::Null,
+                    codes::PARSE,
+                    &format!("parse error: {e}"),
+                    None,
+                )
+                .await;
+                return;
+            }
+        };
+        let Value::Object(obj) = msg else {
+            self.drop_junk("client", "not a JSON-RPC object");
+            self.reply_error(
+                &Value::Null,
+                codes::INVALID_REQUEST,
+                "batches and non-object messages are not supported",
+                None,
+            )
+            .await;
+            return;
+        };
+        let id = obj.get("id").cloned();
+        let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+        let params = obj.get("params").cloned();
+        match (method, id) {
+            (Some(method), Some(id)) if !id.is_null() => {
+                self.client_request(&id, &method, params).await
+            }
+            (Some(method), _) => self.client_notification(&method, params).await,
+            (None, Some(id)) => self.client_response(&id, &obj).await,
+            (None, None) => self.drop_junk("client", "neither request, notification nor response"),
+        }
+    }
+
+    async fn client_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
+        let modern = is_modern_request(params.as_ref());
+        match method {
+            "initialize" => return self.answer_initialize(id, params.as_ref()).await,
+            "server/discover" => return self.answer_discover(id, params.as_ref()).await,
+            "ping" => return self.reply(id, json!({})).await,
+            _ => {}
+        }
+        if let Some(what) = &self.quarantine {
+            let message = format!(
+                "mcpsum: server `{}` is quarantined because its surface drifted from mcp.lock ({what}); review the change with `mcpsum verify --name {}`",
+                self.name, self.name
+            );
+            self.audit.note(
+                "refused",
+                json!({"method": method, "decision": "refuse", "reason": "quarantined"}),
+            );
+            let data = json!({"server": self.name, "drift": what, "review": format!("mcpsum verify --name {}", self.name)});
+            return self
+                .reply_error(id, codes::QUARANTINED, &message, Some(data))
+                .await;
+        }
+        let list_kind = Kind::ALL.into_iter().find(|k| k.list_method() == method);
+        if let Some(kind) = list_kind {
+            return self.answer_list(id, kind, params.as_ref(), modern).await;
+        }
+        let p = params.clone().unwrap_or(Value::Null);
+        let item = match method {
+            "tools/call" => {
+                let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+                if self.entry.item(Kind::Tool, name).is_none() {
+                    return self.refuse(id, method, name, codes::INVALID_PARAMS, &format!("tool `{name}` is not in mcp.lock for server `{}`; mcpsum serves only locked tools", self.name)).await;
+                }
+                name.to_owned()
+            }
+            "prompts/get" => {
+                let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+                if self.entry.item(Kind::Prompt, name).is_none() {
+                    return self
+                        .refuse(
+                            id,
+                            method,
+                            name,
+                            codes::INVALID_PARAMS,
+                            &format!(
+                                "prompt `{name}` is not in mcp.lock for server `{}`",
+                                self.name
+                            ),
+                        )
+                        .await;
+                }
+                name.to_owned()
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                let uri_s = p.get("uri").and_then(Value::as_str).unwrap_or_default();
+                if !self.uri_locked(uri_s) {
+                    return self.refuse(id, method, uri_s, codes::INVALID_PARAMS, &format!("resource `{uri_s}` is not in mcp.lock for server `{}` and matches no locked template", self.name)).await;
+                }
+                if method != "resources/read" && self.server_era == Era::Modern {
+                    return self
+                        .refuse(
+                            id,
+                            method,
+                            uri_s,
+                            codes::METHOD_NOT_FOUND,
+                            "this server speaks 2026-07-28, which has no resources/subscribe",
+                        )
+                        .await;
+                }
+                uri_s.to_owned()
+            }
+            "completion/complete" => {
+                let r = p.get("ref").cloned().unwrap_or(Value::Null);
+                let ok = match r.get("type").and_then(Value::as_str) {
+                    Some("ref/prompt") => r
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| self.entry.item(Kind::Prompt, n).is_some()),
+                    Some("ref/resource") => r.get("uri").and_then(Value::as_str).is_some_and(|u| {
+                        self.entry.item(Kind::Resource, u).is_some()
+                            || self.entry.item(Kind::ResourceTemplate, u).is_some()
+                    }),
+                    _ => false,
+                };
+                if !ok || self.entry.capabilities.get("completions").is_none() {
+                    return self.refuse(id, method, "", codes::INVALID_PARAMS, "completion is only forwarded for a locked prompt or resource of a server that offers completions").await;
+                }
+                r.get("name")
+                    .or_else(|| r.get("uri"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+            "logging/setLevel" => {
+                if self.server_era == Era::Modern
+                    || self.entry.capabilities.get("logging").is_none()
+                {
+                    return self.reply(id, json!({})).await;
+                }
+                String::new()
+            }
+            "subscriptions/listen" if self.server_era == Era::Modern => String::new(),
+            _ => {
+                return self
+                    .refuse(
+                        id,
+                        method,
+                        "",
+                        codes::METHOD_NOT_FOUND,
+                        &format!("mcpsum does not forward `{method}`"),
+                    )
+                    .await;
+            }
+        };
+        self.forward(id, method, params, modern, item).await;
+    }
+
+    fn uri_locked(&self, u: &str) -> bool {
+        self.entry.item(Kind::Resource, u).is_some()
+            || self
+                .entry
+                .resource_templates
+                .iter()
+                .filter_map(|t| Kind::ResourceTemplate.key_of(t))
+                .any(|t| uri::matches(t, u))
+    }
+
+    async fn forward(
+        &mut self,
+        client_id: &Value,
+        method: &str,
+        params: Option<Value>,
+        modern_client: bool,
+        item: String,
+    ) {
+        if self.pending.len() >= MAX_IN_FLIGHT {
+            return self
+                .refuse(
+                    client_id,
+                    method,
+                    &item,
+                    codes::INTERNAL,
+                    "too many requests in flight; retry later",
+                )
+                .await;
+        }
+        let mut params = params.unwrap_or_else(|| json!({}));
+        if method == "subscriptions/listen" {
+            // The client's view of the lists is the lock: it gets no list_changed.
+            if let Some(n) = params
+                .get_mut("notifications")
+                .and_then(Value::as_object_mut)
+            {
+                for k in [
+                    "toolsListChanged",
+                    "promptsListChanged",
+                    "resourcesListChanged",
+                ] {
+                    n.remove(k);
+                }
+            }
+        }
+        let params = self.to_server_params(params, modern_client);
+        let sid = self.alloc_id();
+        if method == "subscriptions/listen" {
+            self.streams.insert(sid, client_id.clone());
+        }
+        self.pending.insert(
+            sid,
+            Pending::Client {
+                client_id: client_id.clone(),
+                method: method.to_owned(),
+                item,
+                modern_client,
+                started: Instant::now(),
+            },
+        );
+        self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
+            .await;
+    }
+
+    /// Request params in the server's era.
+    fn to_server_params(&self, params: Value, modern_client: bool) -> Value {
+        match self.server_era {
+            Era::Legacy => strip_modern_meta(params),
+            Era::Modern => {
+                let caps = if modern_client {
+                    params
+                        .get("_meta")
+                        .and_then(|m| m.get(crate::mcp::META_CAPABILITIES))
+                        .cloned()
+                        .unwrap_or_else(|| json!({}))
+                } else {
+                    // A legacy client cannot answer input requests through mcpsum yet.
+                    json!({})
+                };
+                with_modern_meta(params, &self.server_version, caps)
+            }
+        }
+    }
+
+    async fn answer_initialize(&mut self, id: &Value, params: Option<&Value>) {
+        let asked = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .unwrap_or(LATEST_LEGACY);
+        let version = if LEGACY_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            LATEST_LEGACY
+        };
+        self.client_legacy_caps = Some(
+            params
+                .and_then(|p| p.get("capabilities"))
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+        );
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": self.entry.capabilities,
+            "serverInfo": self.entry.server_info,
+        });
+        if let Some(i) = &self.entry.instructions {
+            result["instructions"] = Value::String(i.clone());
+        }
+        self.reply(id, result).await;
+    }
+
+    async fn answer_discover(&mut self, id: &Value, params: Option<&Value>) {
+        let asked = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_VERSION))
+            .and_then(Value::as_str);
+        if let Some(v) = asked {
+            if v != MODERN_VERSION {
+                let data = json!({"supported": [MODERN_VERSION], "requested": v});
+                return self
+                    .reply_error(
+                        id,
+                        codes::UNSUPPORTED_VERSION,
+                        "unsupported protocol version",
+                        Some(data),
+                    )
+                    .await;
+            }
+        }
+        let mut result = json!({
+            "resultType": "complete",
+            "supportedVersions": [MODERN_VERSION],
+            "capabilities": self.entry.capabilities,
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {META_SERVER_INFO: self.entry.server_info},
+        });
+        if let Some(i) = &self.entry.instructions {
+            result["instructions"] = Value::String(i.clone());
+        }
+        self.reply(id, result).await;
+    }
+
+    async fn answer_list(&mut self, id: &Value, kind: Kind, params: Option<&Value>, modern: bool) {
+        if self.entry.capabilities.get(kind.capability()).is_none() {
+            return self
+                .refuse(
+                    id,
+                    kind.list_method(),
+                    "",
+                    codes::METHOD_NOT_FOUND,
+                    &format!("server `{}` offers no {}", self.name, kind.plural()),
+                )
+                .await;
+        }
+        let items = self.entry.items(kind);
+        let offset = match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(c)) => match c
+                .strip_prefix("mcpsum-page-")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                Some(n) if n <= items.len() => n,
+                _ => {
+                    return self
+                        .reply_error(id, codes::INVALID_PARAMS, "invalid cursor", None)
+                        .await;
+                }
+            },
+            Some(_) => {
+                return self
+                    .reply_error(id, codes::INVALID_PARAMS, "invalid cursor", None)
+                    .await;
+            }
+        };
+        let end = (offset + PAGE_SIZE).min(items.len());
+        let mut result = Map::new();
+        result.insert(
+            kind.field().into(),
+            Value::Array(items[offset..end].to_vec()),
+        );
+        if end < items.len() {
+            result.insert(
+                "nextCursor".into(),
+                Value::String(format!("mcpsum-page-{end}")),
+            );
+        }
+        if modern {
+            result.insert("resultType".into(), json!("complete"));
+            result.insert("ttlMs".into(), json!(0));
+            result.insert("cacheScope".into(), json!("private"));
+        }
+        self.reply(id, Value::Object(result)).await;
+    }
+
+    async fn client_notification(&mut self, method: &str, params: Option<Value>) {
+        match method {
+            "notifications/initialized" => {}
+            "notifications/cancelled" => {
+                let rid = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let sid = self.pending.iter().find_map(|(sid, p)| match p {
+                    Pending::Client { client_id, .. } if *client_id == rid => Some(*sid),
+                    _ => None,
+                });
+                if let Some(sid) = sid {
+                    let mut p = params.unwrap_or_else(|| json!({}));
+                    p["requestId"] = json!(sid);
+                    let p = self.to_server_params(p, false);
+                    self.send_server(json!({"jsonrpc": "2.0", "method": method, "params": if self.server_era == Era::Legacy { strip_modern_meta(p) } else { p }})).await;
+                }
+            }
+            "notifications/progress" | "notifications/roots/list_changed"
+                if self.server_era == Era::Legacy =>
+            {
+                let mut msg = json!({"jsonrpc": "2.0", "method": method});
+                if let Some(p) = params {
+                    msg["params"] = p;
+                }
+                self.send_server(msg).await;
+            }
+            _ => self.drop_junk("client", &format!("notification `{method}` not forwarded")),
+        }
+    }
+
+    async fn client_response(&mut self, id: &Value, obj: &Map<String, Value>) {
+        let key = id.as_str().map(str::to_owned).unwrap_or_default();
+        let Some(server_id) = self.relayed.remove(&key) else {
+            return self.drop_junk("client", "response to an unknown id");
+        };
+        let mut msg = json!({"jsonrpc": "2.0", "id": server_id});
+        if let Some(r) = obj.get("result") {
+            msg["result"] = r.clone();
+        } else {
+            msg["error"] = obj
+                .get("error")
+                .cloned()
+                .unwrap_or_else(|| json!({"code": codes::INTERNAL, "message": "no result"}));
+        }
+        self.send_server(msg).await;
+    }
+
+    // ----- server side -----
+
+    async fn from_server(&mut self, line: &[u8]) {
+        let Ok(Value::Object(obj)) = crate::canonical::parse_strict_slice(line) else {
+            return self.drop_junk("server", "invalid JSON or not an object");
+        };
+        let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (method, obj.get("id").cloned()) {
+            (Some(m), Some(id)) if !id.is_null() => {
+                self.server_request(&id, &m, obj.get("params").cloned())
+                    .await
+            }
+            (Some(m), _) => {
+                self.server_notification(&m, obj.get("params").cloned())
+                    .await
+            }
+            (None, Some(id)) => self.server_response(&id, obj).await,
+            (None, None) => self.drop_junk("server", "neither request, notification nor response"),
+        }
+    }
+
+    async fn server_response(&mut self, id: &Value, obj: Map<String, Value>) {
+        let Some(sid) = id.as_u64() else {
+            return self.drop_junk("server", "response with an id mcpsum never sent");
+        };
+        let Some(pending) = self.pending.remove(&sid) else {
+            return self.drop_junk("server", "response to an unknown id");
+        };
+        match pending {
+            Pending::Listen => {}
+            Pending::Reread(kind) => self.reread_page(kind, &obj).await,
+            Pending::Client {
+                client_id,
+                method,
+                item,
+                modern_client,
+                started,
+            } => {
+                self.streams.remove(&sid);
+                let mut out = json!({"jsonrpc": "2.0", "id": client_id});
+                let ok = if let Some(mut result) = obj.get("result").cloned() {
+                    if let Some(r) = self.translate_result(&mut result, modern_client) {
+                        out["error"] = r;
+                        false
+                    } else {
+                        out["result"] = result;
+                        true
+                    }
+                } else {
+                    out["error"] = obj.get("error").cloned().unwrap_or_else(|| json!({"code": codes::INTERNAL, "message": "the server answered without result or error"}));
+                    false
+                };
+                let bytes = framing::encode(&out);
+                self.audit.note(
+                    "call",
+                    json!({"method": method, "item": item, "decision": "allow", "ok": ok, "duration_ms": started.elapsed().as_millis() as u64, "bytes": bytes.len()}),
+                );
+                let _ = self.to_client.send(bytes).await;
+            }
+        }
+    }
+
+    /// Adapts a result to the client's era; `Some(error)` when it cannot be relayed.
+    fn translate_result(&self, result: &mut Value, modern_client: bool) -> Option<Value> {
+        let Some(obj) = result.as_object_mut() else {
+            return None;
+        };
+        if let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut) {
+            if meta.contains_key(META_SERVER_INFO) {
+                meta.insert(META_SERVER_INFO.into(), self.entry.server_info.clone());
+            }
+        }
+        match (self.server_era, modern_client) {
+            (Era::Legacy, true) => {
+                obj.entry("resultType").or_insert_with(|| json!("complete"));
+            }
+            (Era::Modern, false) => {
+                if obj
+                    .get("resultType")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t != "complete")
+                {
+                    return Some(
+                        json!({"code": codes::INTERNAL, "message": "the server asked for more input (2026-07-28 input_required), which mcpsum cannot relay to a client of an earlier protocol version"}),
+                    );
+                }
+                for k in ["resultType", "ttlMs", "cacheScope"] {
+                    obj.remove(k);
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    async fn server_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
+        if method == "ping" {
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+                .await;
+        }
+        let cap = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            _ => "",
+        };
+        let declared = !cap.is_empty()
+            && self
+                .client_legacy_caps
+                .as_ref()
+                .is_some_and(|c| c.get(cap).is_some());
+        if !declared {
+            self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::METHOD_NOT_FOUND, "message": format!("the client does not accept `{method}`")}}))
+                .await;
+        }
+        let ours = format!("mcpsum-{}", self.next_relay);
+        self.next_relay += 1;
+        if self.relayed.len() >= MAX_IN_FLIGHT {
+            return self.send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INTERNAL, "message": "too many requests in flight"}})).await;
+        }
+        self.relayed.insert(ours.clone(), id.clone());
+        let mut msg = json!({"jsonrpc": "2.0", "id": ours, "method": method});
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        self.send_client(msg).await;
+    }
+
+    async fn server_notification(&mut self, method: &str, params: Option<Value>) {
+        let sub = params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"))
+            .and_then(Value::as_u64);
+        let ours = sub.is_some_and(|s| matches!(self.pending.get(&s), Some(Pending::Listen)));
+        let list_kind = match method {
+            "notifications/tools/list_changed" => Some(vec![Kind::Tool]),
+            "notifications/prompts/list_changed" => Some(vec![Kind::Prompt]),
+            "notifications/resources/list_changed" => {
+                Some(vec![Kind::Resource, Kind::ResourceTemplate])
+            }
+            _ => None,
+        };
+        if let Some(kinds) = list_kind {
+            // Never passed on: the client's view is the lock. Re-read and compare instead.
+            for k in kinds {
+                self.start_reread(k).await;
+            }
+            return;
+        }
+        if ours {
+            return;
+        }
+        let mut params = params;
+        match method {
+            "notifications/cancelled" => {
+                // The server cancels a request it sent to the client: use our id for it.
+                let rid = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let Some(our) = self
+                    .relayed
+                    .iter()
+                    .find_map(|(k, v)| (*v == rid).then(|| k.clone()))
+                else {
+                    return;
+                };
+                self.relayed.remove(&our);
+                if let Some(p) = params.as_mut() {
+                    p["requestId"] = json!(our);
+                }
+            }
+            "notifications/progress"
+            | "notifications/message"
+            | "notifications/resources/updated"
+            | "notifications/elicitation/complete"
+            | "notifications/tasks/status"
+            | "notifications/subscriptions/acknowledged" => {}
+            _ => {
+                return self.drop_junk("server", &format!("notification `{method}` not forwarded"));
+            }
+        }
+        if let (Some(s), Some(p)) = (sub, params.as_mut()) {
+            match self.streams.get(&s) {
+                Some(client_id) => {
+                    p["_meta"]["io.modelcontextprotocol/subscriptionId"] = client_id.clone()
+                }
+                None => return,
+            }
+        }
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        self.send_client(msg).await;
+    }
+
+    // ----- mid-session drift -----
+
+    async fn start_reread(&mut self, kind: Kind) {
+        if self.rereads.contains_key(&kind) || self.quarantine.is_some() {
+            return;
+        }
+        self.rereads.insert(
+            kind,
+            Reread {
+                items: Vec::new(),
+                cursors: Default::default(),
+            },
+        );
+        self.request_page(kind, None).await;
+    }
+
+    async fn request_page(&mut self, kind: Kind, cursor: Option<String>) {
+        let sid = self.alloc_id();
+        self.pending.insert(sid, Pending::Reread(kind));
+        let mut params = match cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        if self.server_era == Era::Modern {
+            params = with_modern_meta(
+                params,
+                &self.server_version,
+                crate::mcp::client_capabilities(),
+            );
+        }
+        self.send_server(
+            json!({"jsonrpc": "2.0", "id": sid, "method": kind.list_method(), "params": params}),
+        )
+        .await;
+    }
+
+    async fn reread_page(&mut self, kind: Kind, obj: &Map<String, Value>) {
+        let Some(mut state) = self.rereads.remove(&kind) else {
+            return;
+        };
+        let result = obj.get("result");
+        let Some(page) = result
+            .and_then(|r| r.get(kind.field()))
+            .and_then(Value::as_array)
+        else {
+            return self.quarantine_now(&format!(
+                "re-reading {} after list_changed failed",
+                kind.plural()
+            ));
+        };
+        state.items.extend(page.iter().cloned());
+        if state.items.len() > lockfile::MAX_ITEMS_PER_KIND {
+            return self.quarantine_now(&format!(
+                "the server now lists more than {} {}",
+                lockfile::MAX_ITEMS_PER_KIND,
+                kind.plural()
+            ));
+        }
+        if let Some(Value::String(next)) = result.and_then(|r| r.get("nextCursor")) {
+            if !state.cursors.insert(next.clone()) {
+                return self
+                    .quarantine_now(&format!("the server repeated a {} cursor", kind.plural()));
+            }
+            let next = next.clone();
+            self.rereads.insert(kind, state);
+            return self.request_page(kind, Some(next)).await;
+        }
+        let live = match canonical_items(kind, &state.items) {
+            Ok(items) => items,
+            Err(e) => return self.quarantine_now(&e.to_string()),
+        };
+        let locked = self.entry.items(kind);
+        let same = live.len() == locked.len()
+            && live
+                .iter()
+                .zip(locked)
+                .all(|(a, b)| Sha256Digest::of_json(a) == Sha256Digest::of_json(b));
+        if !same {
+            let mut surface = self.entry.surface();
+            surface.items.insert(kind, live);
+            let what = drift::compare(&self.entry, &surface)
+                .map(|d| d.summary())
+                .unwrap_or_else(|e| e.to_string());
+            self.quarantine_now(&what);
+        }
+    }
+
+    async fn fail_in_flight(&mut self) {
+        let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        for p in pending {
+            if let Pending::Client {
+                client_id,
+                method,
+                item,
+                ..
+            } = p
+            {
+                self.audit.note("refused", json!({"method": method, "item": item, "decision": "fail", "reason": "server exited"}));
+                let msg = format!("server `{}` exited before answering", self.name);
+                self.reply_error(&client_id, codes::INTERNAL, &msg, None)
+                    .await;
+            }
+        }
+    }
+}
+
+/// Removes the 2026-07-28 `_meta` keys a legacy server must not see; other keys
+/// (`progressToken`, vendor keys) pass unchanged.
+fn strip_modern_meta(mut params: Value) -> Value {
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        if meta.is_empty() {
+            if let Some(p) = params.as_object_mut() {
+                p.remove("_meta");
+            }
+        }
+    }
+    params
+}
