@@ -865,7 +865,10 @@ mod tests {
     fn prefix_never_covers_protected_paths() {
         let protected = vec![
             ("home".to_string(), PathBuf::from("/home/u")),
-            ("state".to_string(), PathBuf::from("/home/u/.local/state/mcpsum")),
+            (
+                "state".to_string(),
+                PathBuf::from("/home/u/.local/state/mcpsum"),
+            ),
         ];
         assert_eq!(
             install_prefix(Path::new("/home/u/.local/bin/uvx"), &protected),

@@ -1,0 +1,177 @@
+//! Test harness for `mcpsum-sandbox`'s integration tests (not shipped: mcpsum itself dispatches
+//! the hidden subcommands). `prepare` re-executes the current binary, so the tests need a binary
+//! of their own that routes `__sandbox-exec` / `__sandbox-probe` to the crate, like mcpsum does.
+//!
+//! Usage: `sandbox-harness test|run <config json>`; `test` prints the `sandbox test` report as
+//! JSON, `run` runs `argv` in the sandbox with inherited stdio and exits with its status.
+
+#[cfg(not(target_os = "linux"))]
+fn main() {}
+
+#[cfg(target_os = "linux")]
+fn main() -> std::process::ExitCode {
+    linux::main()
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::OsString;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::os::unix::process::CommandExt;
+    use std::path::PathBuf;
+    use std::process::ExitCode;
+
+    use mcpsum_sandbox::{
+        EXEC_SUBCOMMAND, EgressCheck, EgressHook, LaunchRequest, PROBE_SUBCOMMAND, Protected,
+        SandboxPolicy,
+    };
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Config {
+        read: Vec<String>,
+        write: Vec<String>,
+        allow: Vec<String>,
+        lockfile: PathBuf,
+        state_dir: PathBuf,
+        home: Option<PathBuf>,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        /// `host:port` targets the fake egress proxy answers 200 to; anything else gets 403.
+        #[serde(default)]
+        egress_allowed: Vec<String>,
+        /// CONNECT checks: target and expected status.
+        #[serde(default)]
+        egress_checks: Vec<(String, u16)>,
+    }
+
+    pub(crate) fn main() -> ExitCode {
+        let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        let Some(cmd) = args.first().cloned() else {
+            eprintln!("usage: sandbox-harness test|run CONFIG");
+            return ExitCode::from(2);
+        };
+        args.remove(0);
+        if cmd == EXEC_SUBCOMMAND {
+            mcpsum_sandbox::launcher_main(args);
+        }
+        if cmd == PROBE_SUBCOMMAND {
+            mcpsum_sandbox::probe_main(args);
+        }
+        let Some(cfg) = args
+            .first()
+            .and_then(|a| serde_json::from_str::<Config>(&a.to_string_lossy()).ok())
+        else {
+            eprintln!("bad config");
+            return ExitCode::from(2);
+        };
+        match run(&cmd.to_string_lossy(), cfg) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        }
+    }
+
+    fn run(cmd: &str, cfg: Config) -> Result<ExitCode, String> {
+        let protected = Protected {
+            lockfile: cfg.lockfile.clone(),
+            state_dir: cfg.state_dir.clone(),
+            binary: std::env::current_exe().map_err(|e| e.to_string())?,
+            home: cfg.home.clone(),
+        };
+        let policy = SandboxPolicy {
+            read: cfg.read.clone(),
+            write: cfg.write.clone(),
+            allow: cfg.allow.clone(),
+        };
+        let validated = mcpsum_sandbox::validate(&policy, &protected).map_err(|errs| {
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
+        let req = LaunchRequest {
+            server: "test".into(),
+            policy: validated,
+            argv: cfg.argv.clone(),
+            env: cfg.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            state_dir: cfg.state_dir.clone(),
+        };
+        let allowed = cfg.egress_allowed.clone();
+        match cmd {
+            "test" => {
+                let hook = (!cfg.allow.is_empty()).then(|| EgressHook {
+                    serve: Box::new(move |l: TcpListener| {
+                        std::thread::spawn(move || fake_egress(&l, &allowed));
+                    }),
+                    checks: cfg
+                        .egress_checks
+                        .iter()
+                        .map(|(t, s)| EgressCheck {
+                            target: t.clone(),
+                            expected_status: *s,
+                        })
+                        .collect(),
+                });
+                let report = mcpsum_sandbox::sandbox_test(&req, &protected, hook)
+                    .map_err(|e| e.to_string())?;
+                let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+                println!("{json}");
+                Ok(if report.passed() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                })
+            }
+            "run" => {
+                let plan = mcpsum_sandbox::plan(&req).map_err(|e| e.to_string())?;
+                let mut prepared = mcpsum_sandbox::prepare(plan).map_err(|e| e.to_string())?;
+                prepared.command.process_group(0);
+                let mut child = prepared.command.spawn().map_err(|e| e.to_string())?;
+                match prepared.receive_listener(mcpsum_sandbox::BRIDGE_TIMEOUT) {
+                    Ok(Some(l)) => {
+                        std::thread::spawn(move || fake_egress(&l, &allowed));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e.to_string());
+                    }
+                }
+                let status = child.wait().map_err(|e| e.to_string())?;
+                drop(prepared);
+                Ok(ExitCode::from(
+                    u8::try_from(status.code().unwrap_or(128)).unwrap_or(1),
+                ))
+            }
+            other => Err(format!("unknown mode {other}")),
+        }
+    }
+
+    /// Stands in for mcpsum's egress proxy: answers `CONNECT` with 200 for listed targets, else 403.
+    fn fake_egress(listener: &TcpListener, allowed: &[String]) {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 256];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&head);
+            let target = text.split_whitespace().nth(1).unwrap_or("");
+            let reply = if text.starts_with("CONNECT ") && allowed.iter().any(|a| a == target) {
+                "HTTP/1.1 200 Connection established\r\n\r\n"
+            } else {
+                "HTTP/1.1 403 Forbidden\r\n\r\n"
+            };
+            let _ = s.write_all(reply.as_bytes());
+        }
+    }
+}
