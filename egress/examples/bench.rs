@@ -1,0 +1,271 @@
+//! Egress micro-benchmark: tunnel throughput against a direct loopback TCP connection, and the
+//! set-up time the proxy adds, side by side in one run. Prints figures; asserts nothing.
+//!
+//! ```sh
+//! cargo run --release -p mcpsum-egress --example bench            # 1 GiB per transfer
+//! cargo run --release -p mcpsum-egress --example bench -- 256      # MiB per transfer
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{
+    FakeResolver, Mode, client_config, connect_request, connect_via, pki, server_name, tls_server,
+};
+use mcpsum_egress::{Allowlist, AuditSink, EgressConfig, EgressRecord, serve};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CHUNK: usize = 64 * 1024;
+
+#[tokio::main]
+async fn main() {
+    let mib: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1024);
+    let total = mib * 1024 * 1024;
+
+    let pki = pki(&["bench.example", "127.0.0.1"]);
+    let tls_sink = tls_server(pki.server.clone(), Mode::Sink).await;
+    let tls_echo = tls_server(pki.server.clone(), Mode::Echo).await;
+    let raw_sink = raw_sink_server().await;
+
+    let allow: Vec<String> = [
+        format!("bench.example:{}", tls_echo.port()),
+        format!("127.0.0.1:{}", tls_echo.port()),
+        format!("127.0.0.1:{}", tls_sink.port()),
+        format!("127.0.0.1:{}", raw_sink.port()),
+    ]
+    .into();
+    let resolver = FakeResolver::with(&[("bench.example", &["127.0.0.1"])]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    // Audit to a Vec-free sink that still serialises each record, as the real log would.
+    let audit: AuditSink = Arc::new(|r: &EgressRecord| {
+        std::hint::black_box(r.to_json_line());
+        Ok(())
+    });
+    let config = Arc::new(EgressConfig::new(
+        "bench",
+        "s",
+        Allowlist::parse(&allow).unwrap(),
+    ));
+    tokio::spawn(serve(
+        listener,
+        config,
+        resolver,
+        audit,
+        std::future::pending(),
+    ));
+
+    let hello = client_hello("127.0.0.1");
+    println!("egress bench: {mib} MiB per transfer, {CHUNK} B writes, best of 3");
+    println!(
+        "{:<44} {:>10} {:>10} {:>7}",
+        "throughput", "direct", "proxied", "ratio"
+    );
+    let mut raw = (0f64, 0f64);
+    let mut tls = (0f64, 0f64);
+    for _ in 0..3 {
+        raw.0 = raw.0.max(raw_transfer(raw_sink, None, total).await);
+        raw.1 = raw
+            .1
+            .max(raw_transfer(proxy, Some((raw_sink, &hello)), total).await);
+        tls.0 = tls
+            .0
+            .max(tls_transfer(&pki.ca, tls_sink, None, total).await);
+        tls.1 = tls
+            .1
+            .max(tls_transfer(&pki.ca, proxy, Some(tls_sink), total).await);
+    }
+    let row = |name: &str, (d, p): (f64, f64)| {
+        println!(
+            "{name:<44} {:>7.0} MB/s {:>5.0} MB/s {:>6.1}%",
+            d,
+            p,
+            100.0 * p / d
+        );
+    };
+    row("raw TCP bytes after a ClientHello (relay only)", raw);
+    row("TLS 1.3 (rustls, ring) bulk data", tls);
+
+    let n = 300;
+    let mut direct_tcp = Vec::new();
+    let mut proxied_tcp = Vec::new();
+    let mut direct_tls = Vec::new();
+    let mut proxied_tls = Vec::new();
+    for _ in 0..n {
+        direct_tcp.push(time(TcpStream::connect(tls_echo)).await);
+        proxied_tcp.push(
+            time(async {
+                connect_via(
+                    proxy,
+                    &connect_request(&format!("127.0.0.1:{}", tls_echo.port())),
+                )
+                .await
+            })
+            .await,
+        );
+        direct_tls.push(time(handshake(&pki.ca, tls_echo, None, "bench.example")).await);
+        proxied_tls.push(time(handshake(&pki.ca, proxy, Some(tls_echo), "bench.example")).await);
+    }
+    println!();
+    println!(
+        "{:<44} {:>10} {:>10} {:>10}",
+        format!("set-up, {n} runs (median / p90)"),
+        "direct",
+        "proxied",
+        "added"
+    );
+    let srow = |name: &str, d: &mut Vec<Duration>, p: &mut Vec<Duration>| {
+        let (dm, d9) = stats(d);
+        let (pm, p9) = stats(p);
+        println!(
+            "{name:<44} {:>7.3} ms {:>7.3} ms {:>7.3} ms   (p90 {:.3} / {:.3})",
+            ms(dm),
+            ms(pm),
+            ms(pm) - ms(dm),
+            ms(d9),
+            ms(p9)
+        );
+    };
+    srow(
+        "TCP connect vs CONNECT IP:port -> 200",
+        &mut direct_tcp,
+        &mut proxied_tcp,
+    );
+    srow(
+        "TCP + TLS handshake, name target (no DNS)",
+        &mut direct_tls,
+        &mut proxied_tls,
+    );
+}
+
+async fn time<F: std::future::Future>(f: F) -> Duration {
+    let t = Instant::now();
+    std::hint::black_box(f.await);
+    t.elapsed()
+}
+
+fn stats(v: &mut [Duration]) -> (Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[v.len() * 9 / 10])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn client_hello(name: &str) -> Vec<u8> {
+    let config = client_config(&pki(&["x"]).ca, &[]);
+    let mut conn =
+        rustls::ClientConnection::new(config, ServerName::try_from(name.to_string()).unwrap())
+            .unwrap();
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut out).unwrap();
+    }
+    out
+}
+
+/// Counts what it reads until EOF, then replies with the count.
+async fn raw_sink_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; CHUNK];
+                let mut n: u64 = 0;
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k as u64,
+                    }
+                }
+                let _ = s.write_all(&n.to_be_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64) {
+    let buf = vec![0x5au8; CHUNK];
+    let mut sent = 0u64;
+    while sent < total {
+        let k = (total - sent).min(CHUNK as u64) as usize;
+        s.write_all(&buf[..k]).await.unwrap();
+        sent += k as u64;
+    }
+    s.shutdown().await.unwrap();
+    let mut count = [0u8; 8];
+    s.read_exact(&mut count).await.unwrap();
+}
+
+/// MB/s of `total` bytes to the raw sink, directly or through the proxy (after a real hello).
+async fn raw_transfer(addr: SocketAddr, via: Option<(SocketAddr, &[u8])>, total: u64) -> f64 {
+    let t = Instant::now();
+    let mut s = match via {
+        None => TcpStream::connect(addr).await.unwrap(),
+        Some((sink, hello)) => {
+            let (mut s, status, _) = connect_via(
+                addr,
+                &connect_request(&format!("127.0.0.1:{}", sink.port())),
+            )
+            .await;
+            assert_eq!(status, 200);
+            s.write_all(hello).await.unwrap();
+            s
+        }
+    };
+    pump(&mut s, total).await;
+    total as f64 / t.elapsed().as_secs_f64() / 1e6
+}
+
+async fn tls_transfer(
+    ca: &rustls::pki_types::CertificateDer<'static>,
+    addr: SocketAddr,
+    via: Option<SocketAddr>,
+    total: u64,
+) -> f64 {
+    let t = Instant::now();
+    let mut tls = handshake(ca, addr, via, "127.0.0.1").await;
+    pump(&mut tls, total).await;
+    total as f64 / t.elapsed().as_secs_f64() / 1e6
+}
+
+async fn handshake(
+    ca: &rustls::pki_types::CertificateDer<'static>,
+    addr: SocketAddr,
+    via: Option<SocketAddr>,
+    name: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = match via {
+        None => {
+            let s = TcpStream::connect(addr).await.unwrap();
+            s.set_nodelay(true).unwrap();
+            s
+        }
+        Some(up) => {
+            let target = if name == "127.0.0.1" {
+                format!("127.0.0.1:{}", up.port())
+            } else {
+                format!("{name}:{}", up.port())
+            };
+            let (s, status, _) = connect_via(addr, &connect_request(&target)).await;
+            assert_eq!(status, 200, "{target}");
+            s
+        }
+    };
+    let connector = tokio_rustls::TlsConnector::from(client_config(ca, &[]));
+    connector.connect(server_name(name), tcp).await.unwrap()
+}
