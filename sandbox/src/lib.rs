@@ -148,7 +148,9 @@ impl SandboxError {
 #[cfg(target_os = "linux")]
 pub use prepare::{Prepared, prepare};
 #[cfg(target_os = "linux")]
-pub use report::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport, sandbox_test};
+pub use report::{
+    EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport, sandbox_test, sandbox_test_plan,
+};
 
 /// Non-Linux stand-ins: every entry point refuses with [`SandboxError::Unsupported`].
 #[cfg(not(target_os = "linux"))]

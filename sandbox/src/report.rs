@@ -134,7 +134,16 @@ pub fn sandbox_test(
     protected: &Protected,
     egress: Option<EgressHook>,
 ) -> Result<SandboxReport, SandboxError> {
-    let mut plan = plan(req)?;
+    sandbox_test_plan(plan(req)?, protected, egress)
+}
+
+/// [`sandbox_test`] on a given plan. Expectations come from the plan, so a test build can weaken
+/// a layer (drop a seccomp rule, add a write rule) and see the report fail.
+pub fn sandbox_test_plan(
+    mut plan: SandboxPlan,
+    protected: &Protected,
+    egress: Option<EgressHook>,
+) -> Result<SandboxReport, SandboxError> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| SandboxError::io("finding the current executable", e))?;

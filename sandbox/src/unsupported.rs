@@ -43,6 +43,15 @@ pub fn sandbox_test(
     Err(SandboxError::Unsupported)
 }
 
+/// Always [`SandboxError::Unsupported`].
+pub fn sandbox_test_plan(
+    _plan: SandboxPlan,
+    _protected: &Protected,
+    _egress: Option<EgressHook>,
+) -> Result<SandboxReport, SandboxError> {
+    Err(SandboxError::Unsupported)
+}
+
 pub(crate) fn fail() -> ! {
     use std::io::Write;
     let _ = writeln!(

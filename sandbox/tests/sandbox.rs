@@ -2,6 +2,7 @@
 //! unprivileged user `nobody` (via `setpriv`). A test that cannot apply a layer on this machine
 //! prints why and skips, unless `MCPSUM_REQUIRE_SANDBOX=1`, where a skip is a failure.
 #![cfg(target_os = "linux")]
+#![expect(clippy::unwrap_used, reason = "test helpers: a failure is a test failure")]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -83,7 +84,7 @@ impl World {
 
     /// Runs the harness as this world's user with a clean environment.
     fn harness(&self, mode: &str, cfg: &Value) -> Output {
-        let mut cmd = if self.uid == 0 {
+        let mut cmd = if self.uid == current_uid() {
             Command::new(&self.harness)
         } else {
             let mut c = Command::new("setpriv");
@@ -117,7 +118,7 @@ fn users() -> Vec<u32> {
     if nix_is_root() {
         vec![0, NOBODY]
     } else {
-        skip("not root: cannot switch to nobody; testing the current user only");
+        eprintln!("not root: cannot switch to nobody; testing the current user only");
         vec![current_uid()]
     }
 }
@@ -150,7 +151,10 @@ fn report(w: &World, cfg: &Value) -> Option<(Value, Output)> {
     let out = w.harness("test", cfg);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(2) && stderr.contains("user namespace") {
-        skip(&format!("user namespaces unavailable for uid {}: {stderr}", w.uid));
+        skip(&format!(
+            "user namespaces unavailable for uid {}: {stderr}",
+            w.uid
+        ));
         return None;
     }
     let v: Value = serde_json::from_slice(&out.stdout)
@@ -189,7 +193,10 @@ fn no_network_mode_denies_everything_listed() {
     }
     for uid in users() {
         let w = World::new(uid);
-        let cfg = w.config(&[], &[("PATH", "/usr/bin:/bin"), ("API_TOKEN", "s3cr3t-value")]);
+        let cfg = w.config(
+            &[],
+            &[("PATH", "/usr/bin:/bin"), ("API_TOKEN", "s3cr3t-value")],
+        );
         let Some((r, out)) = report(&w, &cfg) else {
             continue;
         };
@@ -199,9 +206,18 @@ fn no_network_mode_denies_everything_listed() {
         assert_eq!(row(&r, "read lockfile")["observed"], "refused (EACCES)");
         assert_eq!(row(&r, "write ${TMP} (private tmp)")["observed"], "allowed");
         assert_eq!(row(&r, "write ${TMP}/work")["observed"], "allowed");
-        assert_eq!(row(&r, &format!("write {}", w.p("proj/data")))["observed"], "allowed");
-        assert_eq!(row(&r, &format!("read {}", w.p("notes")))["observed"], "allowed");
-        assert_eq!(row(&r, "write elsewhere /tmp")["observed"], "refused (EACCES)");
+        assert_eq!(
+            row(&r, &format!("write {}", w.p("proj/data")))["observed"],
+            "allowed"
+        );
+        assert_eq!(
+            row(&r, &format!("read {}", w.p("notes")))["observed"],
+            "allowed"
+        );
+        assert_eq!(
+            row(&r, "write elsewhere /tmp")["observed"],
+            "refused (EACCES)"
+        );
         assert_eq!(row(&r, "socket(AF_INET)")["observed"], "refused (EPERM)");
         assert_eq!(row(&r, "socket(AF_UNIX)")["observed"], "refused (EPERM)");
         assert_eq!(row(&r, "socketpair(AF_UNIX)")["observed"], "allowed");
@@ -237,9 +253,18 @@ fn egress_mode_hands_back_the_listener_and_only_the_bridge_is_reachable() {
         assert_all_pass(&w, &r, &out);
         assert_eq!(row(&r, "socket(AF_INET)")["observed"], "allowed");
         assert_eq!(row(&r, "socket(AF_UNIX)")["observed"], "refused (EPERM)");
-        assert_eq!(row(&r, "connect to the egress bridge port")["observed"], "allowed");
-        assert_eq!(row(&r, "egress CONNECT allowed.test:443")["observed"], "HTTP 200");
-        assert_eq!(row(&r, "egress CONNECT denied.test:443")["observed"], "HTTP 403");
+        assert_eq!(
+            row(&r, "connect to the egress bridge port")["observed"],
+            "allowed"
+        );
+        assert_eq!(
+            row(&r, "egress CONNECT allowed.test:443")["observed"],
+            "HTTP 200"
+        );
+        assert_eq!(
+            row(&r, "egress CONNECT denied.test:443")["observed"],
+            "HTTP 403"
+        );
         let direct = row(&r, "direct connect to host loopback")["observed"]
             .as_str()
             .unwrap()
@@ -274,8 +299,16 @@ fn a_real_shell_cannot_read_home_or_write_outside() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(!stdout.contains("READ-KEY"), "uid {uid}: {}", text(&out));
         assert!(!stdout.contains("SECRET KEY"), "uid {uid}: {}", text(&out));
-        assert!(!stdout.contains("WROTE-LOCKDIR"), "uid {uid}: {}", text(&out));
-        assert!(stdout.contains("ok\nWROTE-DATA\nnotes"), "uid {uid}: {}", text(&out));
+        assert!(
+            !stdout.contains("WROTE-LOCKDIR"),
+            "uid {uid}: {}",
+            text(&out)
+        );
+        assert!(
+            stdout.contains("ok\nWROTE-DATA\nnotes"),
+            "uid {uid}: {}",
+            text(&out)
+        );
         assert!(!w.root.join("proj/new").exists());
     }
 }
@@ -325,4 +358,63 @@ fn a_missing_command_fails_before_spawning() {
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn a_weakened_layer_fails_the_report() {
+    if landlock_missing() {
+        return skip("Landlock is not enabled in this kernel");
+    }
+    let w = World::new(current_uid());
+    let mut cfg = w.config(&[], &[]);
+    cfg["weaken_seccomp"] = json!(["ptrace", "socket"]);
+    let Some((r, out)) = report(&w, &cfg) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(row(&r, "ptrace")["pass"], false);
+    assert_eq!(row(&r, "socket(AF_INET)")["pass"], false);
+    assert_eq!(row(&r, "mount")["pass"], true);
+}
+
+#[test]
+fn the_server_dies_with_the_thread_that_spawned_it() {
+    if landlock_missing() {
+        return skip("Landlock is not enabled in this kernel");
+    }
+    let w = World::new(current_uid());
+    let mut cfg = w.config(&[], &[]);
+    cfg["argv"] = json!(["/bin/sleep", "300"]);
+    let mut harness = Command::new(&w.harness)
+        .arg("run")
+        .arg(cfg.to_string())
+        .env_clear()
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{0}/task/{0}/children", harness.id());
+    let mut server = String::new();
+    for _ in 0..100 {
+        server = std::fs::read_to_string(&children).unwrap_or_default();
+        let comm =
+            std::fs::read_to_string(format!("/proc/{}/comm", server.trim())).unwrap_or_default();
+        if comm.trim() == "sleep" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let server = server.trim().to_string();
+    assert!(!server.is_empty(), "server did not start");
+    harness.kill().unwrap();
+    harness.wait().unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        let state = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for init to reap it.
+        if state.is_empty() || state.contains(") Z") {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone, "server {server} outlived mcpsum");
 }

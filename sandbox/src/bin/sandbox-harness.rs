@@ -44,6 +44,9 @@ mod linux {
         /// CONNECT checks: target and expected status.
         #[serde(default)]
         egress_checks: Vec<(String, u16)>,
+        /// Test-only weakening: seccomp denylist entries to drop from the plan.
+        #[serde(default)]
+        weaken_seccomp: Vec<String>,
     }
 
     pub(crate) fn main() -> ExitCode {
@@ -116,7 +119,11 @@ mod linux {
                         })
                         .collect(),
                 });
-                let report = mcpsum_sandbox::sandbox_test(&req, &protected, hook)
+                let mut plan = mcpsum_sandbox::plan(&req).map_err(|e| e.to_string())?;
+                plan.seccomp
+                    .eperm
+                    .retain(|r| !cfg.weaken_seccomp.contains(&r.syscall));
+                let report = mcpsum_sandbox::sandbox_test_plan(plan, &protected, hook)
                     .map_err(|e| e.to_string())?;
                 let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
                 println!("{json}");
