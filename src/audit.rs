@@ -79,6 +79,18 @@ impl AuditLog {
         file.write_all(&line)
     }
 
+    /// Appends a record that already carries its own `ts`, `session`, `server` and `event`
+    /// (the egress proxy's).
+    pub fn append_raw(&self, record: &Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record).unwrap_or_default();
+        line.push(b'\n');
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("audit log lock poisoned"))?;
+        file.write_all(&line)
+    }
+
     /// Appends a record, reporting (not failing) when the log cannot be written.
     pub fn note(&self, event: &str, fields: Value) {
         if let Err(e) = self.record(event, fields) {

@@ -57,6 +57,30 @@ pub enum Command {
         after_help = "Client config example:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
     Proxy(ProxyArgs),
+    /// Sandbox tools.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+/// `mcpsum sandbox ...`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Build a server's sandbox as the proxy would, run a probe in it and show each promise.
+    #[command(
+        after_help = "Exit status: 0 every expectation holds, 1 one does not, 2 the sandbox cannot be built.\n\nExample:\n  mcpsum sandbox test --name time"
+    )]
+    Test(SandboxTestArgs),
+}
+
+/// `mcpsum sandbox test`.
+#[derive(Debug, Args)]
+pub struct SandboxTestArgs {
+    /// The server whose sandbox to test.
+    #[arg(long)]
+    pub name: String,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `mcpsum proxy`. It takes no command: the lockfile's is the only one it runs.

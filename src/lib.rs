@@ -25,6 +25,9 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
         cli::Command::Show(a) => commands::show::run(lockfile, a),
+        cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
+            commands::sandbox::run(lockfile, a).await
+        }
         cli::Command::Proxy(a) => {
             let opts = proxy::ProxyOptions {
                 name: a.name.clone(),

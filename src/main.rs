@@ -4,6 +4,19 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // The sandbox launcher and its probe are this same binary, re-executed (hidden subcommands,
+    // handled before argument parsing and before any thread exists).
+    let mut args = std::env::args_os();
+    let _argv0 = args.next();
+    match args.next() {
+        Some(a) if a == mcpsum_sandbox::EXEC_SUBCOMMAND => {
+            mcpsum_sandbox::launcher_main(args.collect())
+        }
+        Some(a) if a == mcpsum_sandbox::PROBE_SUBCOMMAND => {
+            mcpsum_sandbox::probe_main(args.collect())
+        }
+        _ => {}
+    }
     let cli = mcpsum::cli::Cli::parse();
     let color = match cli.color {
         mcpsum::cli::Color::Auto => anstream::ColorChoice::Auto,

@@ -1,11 +1,17 @@
-//! The bridge between a locked `policy.sandbox` and the `mcpsum-sandbox` launcher crate (I5).
-//! Everything here fails closed: a sandbox that cannot be built means the server does not start.
+//! The bridge between a locked `policy.sandbox` and the `mcpsum-sandbox` launcher crate (I5),
+//! plus the egress proxy for servers whose `network.allow` lists hosts. Everything here fails
+//! closed: a sandbox that cannot be built means the server does not start.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::lockfile::SandboxPolicy;
 use crate::mcp::process::Launch;
+
+/// How long the launcher may take to hand over the egress listener.
+const BRIDGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a launch needs to build a sandbox.
 #[derive(Debug, Clone)]
@@ -13,7 +19,7 @@ pub struct SandboxSpec {
     /// The locked policy.
     pub policy: SandboxPolicy,
     /// The lockfile the entry came from (a write rule must never cover it).
-    pub lockfile: std::path::PathBuf,
+    pub lockfile: PathBuf,
 }
 
 /// A sandboxed command ready to spawn.
@@ -24,34 +30,150 @@ pub struct Prepared {
     pub running: Running,
 }
 
-/// A running sandbox's private state.
+/// A running sandbox's private state: its `${TMP}` (removed on drop) and the egress proxy.
 pub struct Running {
-    _private: (),
+    prepared: mcpsum_sandbox::Prepared,
+    egress: Option<(mcpsum_egress::Allowlist, String)>,
+    state_dir: PathBuf,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Running {
-    /// Finishes set-up once the launcher runs (the egress bridge in allow mode).
+    /// Finishes set-up once the launcher runs: in allow mode, receives the listener from inside
+    /// the server's network namespace and starts the egress proxy on it.
     pub async fn after_spawn(&mut self) -> Result<(), String> {
+        let Some((allowlist, server)) = self.egress.take() else {
+            return Ok(());
+        };
+        let listener = self
+            .prepared
+            .receive_listener(BRIDGE_TIMEOUT)
+            .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?
+            .ok_or("sandbox setup failed, server not started: egress bridge: no listener")?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("egress bridge: {e}"))?;
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| format!("egress bridge: {e}"))?;
+        let session = crate::session::current().id;
+        let audit = crate::audit::AuditLog::open(&self.state_dir, &session, &server)
+            .map_err(|e| e.one_line())?;
+        let config = Arc::new(mcpsum_egress::EgressConfig::new(server, session, allowlist));
+        let audit = Arc::new(audit);
+        let sink: mcpsum_egress::AuditSink = Arc::new(move |record| {
+            let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
+            audit.append_raw(&value)
+        });
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        self.shutdown = Some(tx);
+        tokio::spawn(mcpsum_egress::serve(
+            listener,
+            config,
+            Arc::new(mcpsum_egress::SystemResolver),
+            sink,
+            async move {
+                let _ = rx.await;
+            },
+        ));
         Ok(())
     }
+}
+
+/// The paths a write rule must never cover, for this machine.
+pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
+    let state_dir = crate::paths::ensure_state_dir().map_err(|e| e.one_line())?;
+    let binary = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot find the mcpsum binary: {e}"))?;
+    let lockfile = std::path::absolute(lockfile).unwrap_or_else(|_| lockfile.to_path_buf());
+    Ok(mcpsum_sandbox::Protected {
+        lockfile,
+        state_dir,
+        binary,
+        home: crate::paths::home_dir(),
+    })
+}
+
+/// Validates the policy on this machine and builds the launch request.
+pub fn request(
+    server: &str,
+    argv: &[String],
+    spec: &SandboxSpec,
+    env: Vec<(OsString, OsString)>,
+) -> Result<(mcpsum_sandbox::LaunchRequest, mcpsum_sandbox::Protected), String> {
+    let protected = protected(&spec.lockfile)?;
+    let raw = mcpsum_sandbox::SandboxPolicy {
+        read: spec.policy.filesystem.read.clone(),
+        write: spec.policy.filesystem.write.clone(),
+        allow: spec.policy.network.allow.clone(),
+    };
+    let policy = mcpsum_sandbox::validate(&raw, &protected).map_err(|errors| {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| format!("  servers.{server}.policy.sandbox.{e}"))
+            .collect();
+        format!(
+            "sandbox policy of server `{server}` refused, server not started:\n{}",
+            lines.join("\n")
+        )
+    })?;
+    if let Err(errors) = mcpsum_egress::Allowlist::parse(&raw.allow) {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| format!("  servers.{server}.policy.sandbox.network.allow: {e}"))
+            .collect();
+        return Err(format!(
+            "sandbox policy of server `{server}` refused, server not started:\n{}",
+            lines.join("\n")
+        ));
+    }
+    let req = mcpsum_sandbox::LaunchRequest {
+        server: server.to_owned(),
+        policy,
+        argv: argv.to_vec(),
+        env,
+        state_dir: protected.state_dir.clone(),
+    };
+    Ok((req, protected))
 }
 
 /// Builds the sandboxed command for `launch`.
 pub fn prepare(
     launch: &Launch,
-    _spec: &SandboxSpec,
+    spec: &SandboxSpec,
     _program: &Path,
-    _env: Vec<(OsString, OsString)>,
+    env: Vec<(OsString, OsString)>,
 ) -> Result<Prepared, String> {
-    Err(format!(
-        "sandbox: server `{}` has `policy.sandbox`, and this build cannot apply it yet; the server was not started (remove `policy.sandbox` to run it unsandboxed)",
-        launch.server
-    ))
+    let (req, protected) = request(&launch.server, &launch.argv, spec, env)?;
+    let plan = mcpsum_sandbox::plan(&req)
+        .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?;
+    let mut prepared = mcpsum_sandbox::prepare(plan)
+        .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?;
+    let command = std::mem::replace(
+        &mut prepared.command,
+        std::process::Command::new("/nonexistent"),
+    );
+    let egress = if spec.policy.network.allow.is_empty() {
+        None
+    } else {
+        let allowlist = mcpsum_egress::Allowlist::parse(&spec.policy.network.allow)
+            .map_err(|_| "network.allow is invalid".to_owned())?;
+        Some((allowlist, launch.server.clone()))
+    };
+    Ok(Prepared {
+        command,
+        running: Running {
+            prepared,
+            egress,
+            state_dir: protected.state_dir,
+            shutdown: None,
+        },
+    })
 }
 
 /// Syntax checks of a sandbox policy that hold wherever the file is read (paths absolute,
-/// `~/...` or `${TMP}/...`, no `..`). Existence and protected paths are checked when the sandbox
-/// is built, on the machine that runs the server.
+/// `~/...` or `${TMP}/...`, no `..`; `network.allow` grammar). Existence and protected paths are
+/// checked when the sandbox is built, on the machine that runs the server.
 pub fn check_policy_syntax(policy: &SandboxPolicy) -> Vec<String> {
     let mut problems = Vec::new();
     for (field, paths) in [
@@ -73,6 +195,9 @@ pub fn check_policy_syntax(policy: &SandboxPolicy) -> Vec<String> {
                 problems.push(format!("{field}[{i}]: `{p}` must not contain `..`"));
             }
         }
+    }
+    if let Err(errors) = mcpsum_egress::Allowlist::parse(&policy.network.allow) {
+        problems.extend(errors.iter().map(|e| format!("network.allow: {e}")));
     }
     problems
 }

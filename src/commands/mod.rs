@@ -1,6 +1,7 @@
 //! One module per subcommand. Each returns the exit status or a user-facing error.
 
 pub mod lock;
+pub mod sandbox;
 pub mod show;
 pub mod verify;
 
