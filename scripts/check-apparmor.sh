@@ -146,6 +146,58 @@ sed 's/flags=(unconfined)/flags=(unconfinedx)/' "$work/mcpsum" > "$work/mcpsum-f
 check "profile with \`flags=(unconfinedx)\`" "$work/mcpsum-flag" reject
 grep -q '@MCPSUM_PATH@' "$template" || { echo "FAIL: template lacks @MCPSUM_PATH@"; failures=$((failures + 1)); }
 
+# The install script, end to end against fakes of the kernel interfaces: the sysctl reads 1, a
+# fake parser records loads in a fake profiles file (and compiles with the real 4.x parser), the
+# profile directory is a temp dir. Install twice (the second run must change nothing), uninstall.
+if [[ $EUID -eq 0 ]]; then
+  fake="$work/fake"
+  mkdir -p "$fake/apparmor.d"
+  echo 1 > "$fake/sysctl"
+  : > "$fake/profiles"
+  printf '%q ' "${parser[@]}" "${incl[@]}" > "$fake/real-parser"
+  cat > "$fake/parser" <<FAKE
+#!/usr/bin/env bash
+set -euo pipefail
+case "\$1" in
+  --version) $(cat "$fake/real-parser") --version ;;
+  -Q) $(cat "$fake/real-parser") --config-file=/dev/null "\$@" ;;
+  -r) $(cat "$fake/real-parser") --config-file=/dev/null -Q -K "\$3" && echo 'mcpsum (unconfined)' >> "$fake/profiles" ;;
+  -R) sed -i '/^mcpsum (/d' "$fake/profiles" ;;
+  *) exit 2 ;;
+esac
+FAKE
+  chmod +x "$fake/parser"
+  inst() {
+    APPARMOR_PARSER="$fake/parser" MCPSUM_APPARMOR_DIR="$fake/apparmor.d" \
+      MCPSUM_APPARMOR_SYSCTL="$fake/sysctl" MCPSUM_APPARMOR_PROFILES="$fake/profiles" \
+      "$root/scripts/install-apparmor.sh" "$@" 2>&1
+  }
+  bin=$(readlink -f "$(type -P true)")
+  step() {
+    local name="$1" pattern="$2" out rc=0
+    shift 2
+    out=$(inst "$@") || rc=$?
+    if [[ $rc -eq 0 ]] && grep -q -- "$pattern" <<<"$out"; then
+      echo "ok: install script: $name"
+    else
+      echo "FAIL: install script: $name (exit $rc)"
+      printf '%s\n' "$out" | sed 's/^/  /'
+      failures=$((failures + 1))
+    fi
+  }
+  step "dry run changes nothing" "dry run done" --dry-run "$bin"
+  [[ ! -e "$fake/apparmor.d/mcpsum" ]] || { echo "FAIL: dry run wrote a file"; failures=$((failures + 1)); }
+  step "installs and loads" "is loaded for" "$bin"
+  grep -q "profile mcpsum $bin flags=(unconfined)" "$fake/apparmor.d/mcpsum" \
+    || { echo "FAIL: installed profile not rendered"; failures=$((failures + 1)); }
+  step "second run is a no-op" "nothing to do" "$bin"
+  step "uninstall" "done: mcpsum can no longer" --uninstall
+  [[ ! -e "$fake/apparmor.d/mcpsum" && ! -s "$fake/profiles" ]] \
+    || { echo "FAIL: uninstall left the profile behind"; failures=$((failures + 1)); }
+else
+  echo "skipped: install script simulation (needs root for \`install -o root\`)"
+fi
+
 if [[ $failures -ne 0 ]]; then
   echo "apparmor profile check: $failures failed"
   exit 1
