@@ -146,7 +146,7 @@ impl SandboxError {
 }
 
 #[cfg(target_os = "linux")]
-pub use prepare::{Prepared, prepare};
+pub use prepare::{Prepared, open_self_exe, prepare};
 #[cfg(target_os = "linux")]
 pub use report::{
     EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport, sandbox_test, sandbox_test_plan,

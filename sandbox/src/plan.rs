@@ -439,9 +439,17 @@ fn cache_vars(arg0: &str, state_dir: &Path, server: &str) -> Vec<(&'static str, 
 /// Resolves `argv[0]` like `execvp`: a name with `/` as is, else the first executable file on
 /// `path_var`.
 pub fn resolve_command(arg0: &str, path_var: &OsStr) -> Result<PathBuf, SandboxError> {
-    use std::os::unix::fs::PermissionsExt;
     let is_exec = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(p).is_ok_and(|m| {
+            #[cfg(unix)]
+            let exec = {
+                use std::os::unix::fs::PermissionsExt;
+                m.permissions().mode() & 0o111 != 0
+            };
+            #[cfg(not(unix))]
+            let exec = true;
+            m.is_file() && exec
+        })
     };
     if arg0.contains('/') {
         let p = std::path::absolute(arg0).unwrap_or_else(|_| PathBuf::from(arg0));

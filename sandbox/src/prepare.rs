@@ -6,12 +6,44 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::launcher::LauncherSpec;
 use crate::plan::{EnvValue, SandboxPlan};
 use crate::policy::{NetworkMode, PolicyPath};
 use crate::{APPARMOR_FIX, EXEC_SUBCOMMAND, SandboxError};
+
+/// The running binary, opened at start by [`open_self_exe`].
+static SELF_EXE: OnceLock<OwnedFd> = OnceLock::new();
+
+/// Opens the running binary (`O_PATH`) so every later launch re-executes this very file, even if
+/// it is replaced on disk while mcpsum runs (design 4.5). Call it once, early in `main`; without
+/// it [`prepare`] re-executes `/proc/self/exe`.
+pub fn open_self_exe() -> Result<(), SandboxError> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    if SELF_EXE.get().is_some() {
+        return Ok(());
+    }
+    let fd = open(
+        "/proc/self/exe",
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| SandboxError::io("opening /proc/self/exe", e.into()))?;
+    let _ = SELF_EXE.set(fd);
+    Ok(())
+}
+
+fn self_exe_path() -> PathBuf {
+    // The child resolves `/proc/self/fd/N` in its own (inherited) descriptor table before
+    // `execve` closes the CLOEXEC descriptor.
+    SELF_EXE.get().map_or_else(
+        || PathBuf::from("/proc/self/exe"),
+        |fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+    )
+}
 
 /// A prepared launch. Keep it alive as long as the server runs: dropping it removes `${TMP}`.
 #[derive(Debug)]
@@ -173,7 +205,7 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
         )
     })?;
 
-    let mut command = Command::new("/proc/self/exe");
+    let mut command = Command::new(self_exe_path());
     command.arg(EXEC_SUBCOMMAND).arg(spec).env_clear();
     for (name, value) in &plan.env {
         let v: OsString = match value {
@@ -199,13 +231,10 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
 fn check_apparmor_userns() -> Result<(), SandboxError> {
     let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
         .unwrap_or_default();
-    if sysctl.trim() != "1" || nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
     let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
         .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
         .unwrap_or_default();
-    if label.trim().trim_end_matches('\0') == "unconfined" {
+    if apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root()) {
         return Err(SandboxError::layer(
             "user namespace",
             "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) and mcpsum runs unconfined",
@@ -213,6 +242,12 @@ fn check_apparmor_userns() -> Result<(), SandboxError> {
         ));
     }
     Ok(())
+}
+
+/// Design 8: the sysctl is 1 and mcpsum runs unconfined (no profile granting `userns`). Root
+/// keeps `CAP_SYS_ADMIN` and is not restricted.
+fn apparmor_blocks_userns(sysctl: &str, label: &str, root: bool) -> bool {
+    sysctl.trim() == "1" && !root && label.trim().trim_end_matches('\0').trim() == "unconfined"
 }
 
 /// A fresh 0700 directory under `$XDG_RUNTIME_DIR/mcpsum/` or `/tmp/mcpsum-<uid>/`.
@@ -257,4 +292,22 @@ fn make_tmp() -> Result<tempfile::TempDir, SandboxError> {
 
 fn owned_dir(p: &Path, uid: u32) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apparmor_blocks_userns;
+
+    #[test]
+    fn apparmor_userns_restriction_is_detected() {
+        assert!(apparmor_blocks_userns("1\n", "unconfined\n", false));
+        assert!(!apparmor_blocks_userns("1\n", "unconfined\n", true));
+        assert!(!apparmor_blocks_userns("0\n", "unconfined\n", false));
+        assert!(!apparmor_blocks_userns("", "", false));
+        assert!(!apparmor_blocks_userns(
+            "1\n",
+            "mcpsum (unconfined)\n",
+            false
+        ));
+    }
 }

@@ -22,6 +22,11 @@ impl Prepared {
     }
 }
 
+/// Does nothing here.
+pub fn open_self_exe() -> Result<(), SandboxError> {
+    Ok(())
+}
+
 /// Always [`SandboxError::Unsupported`].
 pub fn prepare(_plan: SandboxPlan) -> Result<Prepared, SandboxError> {
     Err(SandboxError::Unsupported)

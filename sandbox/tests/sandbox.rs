@@ -2,7 +2,10 @@
 //! unprivileged user `nobody` (via `setpriv`). A test that cannot apply a layer on this machine
 //! prints why and skips, unless `MCPSUM_REQUIRE_SANDBOX=1`, where a skip is a failure.
 #![cfg(target_os = "linux")]
-#![expect(clippy::unwrap_used, reason = "test helpers: a failure is a test failure")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failure is a test failure"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -62,6 +62,10 @@ mod linux {
         if cmd == PROBE_SUBCOMMAND {
             mcpsum_sandbox::probe_main(args);
         }
+        if let Err(e) = mcpsum_sandbox::open_self_exe() {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
         let Some(cfg) = args
             .first()
             .and_then(|a| serde_json::from_str::<Config>(&a.to_string_lossy()).ok())
