@@ -322,12 +322,15 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
     let mut env: Vec<(OsString, EnvValue)> = Vec::new();
     let cache_vars = cache_vars(arg0, &req.state_dir, &req.server);
     for (k, v) in &req.env {
+        check_env_var(k, v)?;
         let overridden = k == "TMPDIR"
             || k == "TMP"
             || cache_vars
                 .iter()
                 .any(|(name, _)| OsStr::new(name) == k.as_os_str());
         if !overridden {
+            // A name given twice keeps its last value, as `Command::env` would.
+            env.retain(|(name, _)| name != k);
             env.push((k.clone(), EnvValue::Given(v.clone())));
         }
     }
@@ -376,6 +379,21 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
         seccomp: seccomp_table(&req.policy.network, abi),
         protected: protected.clone(),
     })
+}
+
+/// A variable `execve` can carry unchanged: a non-empty name without `=` or NUL, a value
+/// without NUL. The error names the variable, never its value (I2).
+fn check_env_var(name: &OsStr, value: &OsStr) -> Result<(), SandboxError> {
+    // Lossy conversion keeps `=` and NUL, so the check is exact and portable.
+    let n = name.to_string_lossy();
+    if n.is_empty() || n.contains(['=', '\0']) || value.to_string_lossy().contains('\0') {
+        return Err(SandboxError::layer(
+            "environment",
+            format!("variable `{}` cannot be passed", name.to_string_lossy()),
+            "remove it from envPassthrough",
+        ));
+    }
+    Ok(())
 }
 
 fn base_rule(p: &str) -> FsRule {
@@ -861,6 +879,31 @@ mod tests {
         let p = plan_for_kernel(&req, 7).unwrap();
         assert_eq!(p.program, PathBuf::from("/bin/true"));
         assert!(p.landlock.compensations.iter().all(|c| c.abi > 7));
+    }
+
+    #[test]
+    fn bad_env_names_are_refused_without_their_value() {
+        let mut req = LaunchRequest {
+            server: "s".into(),
+            policy: ValidatedPolicy {
+                read: vec![],
+                write: vec![],
+                network: NetworkMode::None,
+                protected: vec![],
+            },
+            argv: vec!["/bin/true".into()],
+            env: vec![("A=B".into(), "hidden".into())],
+            state_dir: "/nonexistent".into(),
+        };
+        let e = plan_for_kernel(&req, 7).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "environment: variable `A=B` cannot be passed; remove it from envPassthrough"
+        );
+        req.env = vec![("A".into(), "1".into()), ("A".into(), "2".into())];
+        let p = plan_for_kernel(&req, 7).unwrap();
+        assert_eq!(p.env_names(), ["A", "TMPDIR", "TMP"]);
+        assert_eq!(p.env[0].1, EnvValue::Given("2".into()));
     }
 
     #[test]
