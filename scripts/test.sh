@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs the pinned real MCP servers and clients the
+# tests run against (scripts/install-test-deps.sh), then formatting, lints and every test.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+scripts/install-test-deps.sh
+
+# Tests that need the real servers or the kernel's sandbox features fail instead of skipping.
+export MCPSUM_REQUIRE_REAL_SERVERS=1
+export MCPSUM_REQUIRE_SANDBOX=1
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
