@@ -38,7 +38,8 @@ pub(crate) struct LauncherSpec {
 }
 
 /// A layer that could not be applied: printed as one line, then exit 126.
-struct Fail {
+#[derive(Debug)]
+pub(crate) struct Fail {
     layer: &'static str,
     cause: String,
     fix: String,
@@ -65,53 +66,71 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
     std::process::exit(SETUP_FAILED_EXIT)
 }
 
-enum Never {}
+const BUG: &str = "this is a bug in mcpsum; please report it";
 
-fn run(args: &[OsString]) -> Result<Never, Fail> {
-    const BUG: &str = "this is a bug in mcpsum; please report it";
+fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
     let [spec] = args else {
         return Err(fail("launcher", "expected exactly one argument", BUG));
     };
     let spec: LauncherSpec = serde_json::from_slice(spec.as_bytes())
         .map_err(|e| fail("launcher", format!("bad spec: {e}"), BUG))?;
+    Err(launch(&mut RealSys, &spec))
+}
 
+/// The kernel operations of the launcher, in a trait so a recording fake can check their order
+/// (youki's `Syscall` pattern). Each returns the one-line failure of its layer.
+pub(crate) trait Sys {
+    /// `PR_SET_PDEATHSIG(SIGKILL)`; returns the parent pid seen afterwards.
+    fn die_with_parent(&mut self) -> Result<i32, Fail>;
+    /// Closes every descriptor above 2 except `keep`.
+    fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
+    /// The environment `prepare` gave the launcher.
+    fn environment(&mut self) -> Vec<(OsString, OsString)>;
+    /// `unshare(NEWUSER|NEWNET)`, `setgroups deny`, identity maps, `lo` up.
+    fn enter_namespaces(&mut self) -> Result<(), Fail>;
+    /// Binds `127.0.0.1:0`, sends port + listener on `bridge`, closes both; returns the port.
+    fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail>;
+    /// Clears ambient, bounding (when possible), inheritable, effective, permitted.
+    fn drop_capabilities(&mut self) -> Result<(), Fail>;
+    /// Creates and enforces the Landlock ruleset.
+    fn landlock(&mut self, spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), Fail>;
+    /// Installs the compiled seccomp filters.
+    fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail>;
+    /// `execve`; returns only on failure.
+    fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail;
+}
+
+/// Applies every layer in the order of design 4 and execs. Returns only the failure.
+pub(crate) fn launch(sys: &mut impl Sys, spec: &LauncherSpec) -> Fail {
+    match launch_inner(sys, spec) {
+        Ok(f) | Err(f) => f,
+    }
+}
+
+fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     // 1. Die with the spawning thread; then make sure it did not die already.
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-        .map_err(|e| fail("launcher", format!("PR_SET_PDEATHSIG: {e}"), BUG))?;
-    if nix::unistd::getppid().as_raw() != spec.parent_pid {
+    if sys.die_with_parent()? != spec.parent_pid {
         return Err(fail(
             "launcher",
             "mcpsum exited before the server started",
             "retry",
         ));
     }
-
     // 2. Close every inherited descriptor but stdio and the bridge.
-    let max = u32::MAX;
-    match spec.bridge_fd.and_then(|fd| u32::try_from(fd).ok()) {
-        Some(b) => crate::sys::close_range(3, b.saturating_sub(1))
-            .and_then(|()| crate::sys::close_range(b.saturating_add(1), max)),
-        None => crate::sys::close_range(3, max),
-    }
-    .map_err(|e| {
-        fail(
-            "launcher",
-            format!("close_range: {e}"),
-            "use a kernel >= 5.9",
-        )
-    })?;
+    sys.close_fds(spec.bridge_fd)?;
 
     // 3. Allow mode: own user + network namespace, loopback, the bridged listener.
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
     let mut bridge_port = None;
     if spec.egress {
         let Some(bridge) = spec.bridge_fd else {
             return Err(fail("egress bridge", "no bridge descriptor", BUG));
         };
-        enter_namespaces()?;
-        let port = bridge_listener(bridge)?;
+        sys.enter_namespaces()?;
+        let port = sys.bridge_listener(bridge)?;
         bridge_port = Some(port);
+        // 4. The proxy variables (the rest of the environment was built by `prepare`).
         let url = OsString::from(format!("http://127.0.0.1:{port}"));
         for name in [
             "HTTPS_PROXY",
@@ -128,7 +147,7 @@ fn run(args: &[OsString]) -> Result<Never, Fail> {
         set(&mut env, "NODE_USE_ENV_PROXY", "1".into());
     }
 
-    // Prepare the exec arguments now: nothing may be read after Landlock that is not allowed.
+    // Build the exec arguments and filters now: after Landlock only allowed paths can be read.
     let c = |s: &[u8], what: &str| {
         CString::new(s).map_err(|_| fail("exec", format!("{what} contains a NUL byte"), BUG))
     };
@@ -150,28 +169,81 @@ fn run(args: &[OsString]) -> Result<Never, Fail> {
     let compiled = crate::seccomp::compile(&spec.seccomp)
         .map_err(|e| fail("seccomp", e, "this architecture is not supported"))?;
 
-    // 5. Capabilities.
-    drop_capabilities()?;
-    // 6. Landlock.
-    apply_landlock(&spec, bridge_port)?;
-    // 7. seccomp (last: nothing of the set-up is filtered).
-    crate::seccomp::install(&compiled).map_err(|e| {
-        fail(
-            "seccomp",
-            e,
-            "use a kernel with CONFIG_SECCOMP_FILTER, outside a container that forbids it",
-        )
-    })?;
+    // 5. Capabilities, 6. Landlock, 7. seccomp (last: nothing of the set-up is filtered).
+    sys.drop_capabilities()?;
+    sys.landlock(spec, bridge_port)?;
+    sys.seccomp(&compiled)?;
     // 8. exec.
-    let e = match nix::unistd::execve(&program, &argv, &envp) {
-        Ok(never) => match never {},
-        Err(e) => e,
-    };
-    Err(fail(
-        "exec",
-        format!("`{}`: {e}", spec.program.display()),
-        "make sure its directory is readable in the sandbox (add it to filesystem.read)",
-    ))
+    Ok(sys.exec(&program, &argv, &envp))
+}
+
+/// The real kernel.
+struct RealSys;
+
+impl Sys for RealSys {
+    fn die_with_parent(&mut self) -> Result<i32, Fail> {
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+            .map_err(|e| fail("launcher", format!("PR_SET_PDEATHSIG: {e}"), BUG))?;
+        Ok(nix::unistd::getppid().as_raw())
+    }
+
+    fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail> {
+        let max = u32::MAX;
+        match keep.and_then(|fd| u32::try_from(fd).ok()) {
+            Some(b) => crate::sys::close_range(3, b.saturating_sub(1))
+                .and_then(|()| crate::sys::close_range(b.saturating_add(1), max)),
+            None => crate::sys::close_range(3, max),
+        }
+        .map_err(|e| {
+            fail(
+                "launcher",
+                format!("close_range: {e}"),
+                "use a kernel >= 5.9",
+            )
+        })
+    }
+
+    fn environment(&mut self) -> Vec<(OsString, OsString)> {
+        std::env::vars_os().collect()
+    }
+
+    fn enter_namespaces(&mut self) -> Result<(), Fail> {
+        enter_namespaces()
+    }
+
+    fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail> {
+        bridge_listener(bridge)
+    }
+
+    fn drop_capabilities(&mut self) -> Result<(), Fail> {
+        drop_capabilities()
+    }
+
+    fn landlock(&mut self, spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), Fail> {
+        apply_landlock(spec, bridge_port)
+    }
+
+    fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail> {
+        crate::seccomp::install(compiled).map_err(|e| {
+            fail(
+                "seccomp",
+                e,
+                "use a kernel with CONFIG_SECCOMP_FILTER, outside a container that forbids it",
+            )
+        })
+    }
+
+    fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail {
+        let e = match nix::unistd::execve(program, argv, envp) {
+            Ok(never) => match never {},
+            Err(e) => e,
+        };
+        fail(
+            "exec",
+            format!("`{}`: {e}", program.to_string_lossy()),
+            "make sure its directory is readable in the sandbox (add it to filesystem.read)",
+        )
+    }
 }
 
 fn set(env: &mut Vec<(OsString, OsString)>, name: &str, value: OsString) {
@@ -400,4 +472,196 @@ fn recheck_write_target(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::NetworkMode;
+
+    /// Records each call; fails the one named in `fail_at`.
+    struct Fake {
+        calls: Vec<&'static str>,
+        fail_at: Option<&'static str>,
+        env: Vec<(OsString, OsString)>,
+        parent: i32,
+    }
+
+    impl Fake {
+        fn step(&mut self, name: &'static str) -> Result<(), Fail> {
+            self.calls.push(name);
+            if self.fail_at == Some(name) {
+                Err(fail("fake", name, "none"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Sys for Fake {
+        fn die_with_parent(&mut self) -> Result<i32, Fail> {
+            self.step("pdeathsig").map(|()| self.parent)
+        }
+        fn close_fds(&mut self, _keep: Option<RawFd>) -> Result<(), Fail> {
+            self.step("close_fds")
+        }
+        fn environment(&mut self) -> Vec<(OsString, OsString)> {
+            self.env.clone()
+        }
+        fn enter_namespaces(&mut self) -> Result<(), Fail> {
+            self.step("namespaces")
+        }
+        fn bridge_listener(&mut self, _bridge: RawFd) -> Result<u16, Fail> {
+            self.step("bridge").map(|()| 4242)
+        }
+        fn drop_capabilities(&mut self) -> Result<(), Fail> {
+            self.step("caps")
+        }
+        fn landlock(&mut self, _spec: &LauncherSpec, port: Option<u16>) -> Result<(), Fail> {
+            assert_eq!(port, self.calls.contains(&"bridge").then_some(4242));
+            self.step("landlock")
+        }
+        fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail> {
+            assert_eq!(compiled.programs.len(), 3);
+            self.step("seccomp")
+        }
+        fn exec(&mut self, _p: &CString, _a: &[CString], envp: &[CString]) -> Fail {
+            self.calls.push("exec");
+            let names: Vec<String> = envp
+                .iter()
+                .map(|kv| {
+                    kv.to_string_lossy()
+                        .split('=')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect();
+            fail("fake-exec", names.join(" "), "")
+        }
+    }
+
+    fn spec(egress: bool) -> LauncherSpec {
+        let mode = if egress {
+            NetworkMode::Egress {
+                allow: vec!["a:1".into()],
+            }
+        } else {
+            NetworkMode::None
+        };
+        LauncherSpec {
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            read: vec![],
+            write: vec![],
+            devices: vec![],
+            egress,
+            landlock_abi: 7,
+            seccomp: crate::plan::seccomp_table(&mode, 7),
+            protected: vec![],
+            env_names: vec!["TMPDIR".into()],
+            parent_pid: 7,
+            bridge_fd: egress.then_some(3),
+        }
+    }
+
+    fn fake(fail_at: Option<&'static str>) -> Fake {
+        Fake {
+            calls: vec![],
+            fail_at,
+            env: vec![("TMPDIR".into(), "/t".into())],
+            parent: 7,
+        }
+    }
+
+    #[test]
+    fn order_without_network() {
+        let mut f = fake(None);
+        let end = launch(&mut f, &spec(false));
+        assert_eq!(
+            f.calls,
+            [
+                "pdeathsig",
+                "close_fds",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ]
+        );
+        assert_eq!(end.cause, "TMPDIR");
+    }
+
+    #[test]
+    fn order_with_egress_and_proxy_variables() {
+        let mut f = fake(None);
+        let end = launch(&mut f, &spec(true));
+        assert_eq!(
+            f.calls,
+            [
+                "pdeathsig",
+                "close_fds",
+                "namespaces",
+                "bridge",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ]
+        );
+        assert_eq!(
+            end.cause,
+            "TMPDIR HTTPS_PROXY HTTP_PROXY ALL_PROXY https_proxy http_proxy all_proxy NO_PROXY no_proxy NODE_USE_ENV_PROXY"
+        );
+    }
+
+    #[test]
+    fn a_failing_layer_stops_everything_after_it() {
+        for (at, done) in [
+            ("namespaces", vec!["pdeathsig", "close_fds", "namespaces"]),
+            (
+                "landlock",
+                vec![
+                    "pdeathsig",
+                    "close_fds",
+                    "namespaces",
+                    "bridge",
+                    "caps",
+                    "landlock",
+                ],
+            ),
+            (
+                "seccomp",
+                vec![
+                    "pdeathsig",
+                    "close_fds",
+                    "namespaces",
+                    "bridge",
+                    "caps",
+                    "landlock",
+                    "seccomp",
+                ],
+            ),
+        ] {
+            let mut f = fake(Some(at));
+            let end = launch(&mut f, &spec(true));
+            assert_eq!(f.calls, done, "{at}");
+            assert_eq!(end.layer, "fake");
+        }
+    }
+
+    #[test]
+    fn parent_gone_or_unexpected_env_stops_before_any_layer() {
+        let mut f = fake(None);
+        f.parent = 1;
+        let end = launch(&mut f, &spec(false));
+        assert_eq!(f.calls, ["pdeathsig"]);
+        assert_eq!(end.cause, "mcpsum exited before the server started");
+
+        let mut f = fake(None);
+        f.env.push(("LEAK".into(), "x".into()));
+        let end = launch(&mut f, &spec(false));
+        assert_eq!(f.calls, ["pdeathsig", "close_fds"]);
+        assert_eq!(end.layer, "environment");
+    }
 }
