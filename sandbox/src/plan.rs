@@ -282,6 +282,7 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
         .map_or_else(|| OsString::from(DEFAULT_PATH), |(_, v)| v.clone());
     let program = resolve_command(arg0, &path_var)?;
     let protected = &req.policy.protected;
+    let mut create_dirs = Vec::new();
 
     let mut read: Vec<FsRule> = RUNTIME_BASE
         .iter()
@@ -303,6 +304,12 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
         );
     }
     for (key, p) in &req.policy.read {
+        // `${TMP}/...` paths exist once the private tmp is made: `prepare` creates them.
+        if let PolicyPath::Tmp(rel) = p
+            && !rel.as_os_str().is_empty()
+        {
+            create_dirs.push(p.clone());
+        }
         push_unique(
             &mut read,
             FsRule {
@@ -318,7 +325,6 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
         origin: Origin::Tmp,
         required: true,
     }];
-    let mut create_dirs = Vec::new();
     let mut env: Vec<(OsString, EnvValue)> = Vec::new();
     let cache_vars = cache_vars(arg0, &req.state_dir, &req.server);
     for (k, v) in &req.env {

@@ -159,6 +159,36 @@ mod linux {
                     u8::try_from(status.code().unwrap_or(128)).unwrap_or(1),
                 ))
             }
+            "bench" => {
+                // Launch overhead, side by side: a plain spawn of argv vs the same under the
+                // sandbox (plan + prepare + launcher + exec + exit), 50 runs each.
+                let n = 50u32;
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    std::process::Command::new(&cfg.argv[0])
+                        .args(&cfg.argv[1..])
+                        .env_clear()
+                        .status()
+                        .map_err(|e| e.to_string())?;
+                }
+                let plain = t.elapsed() / n;
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    let plan = mcpsum_sandbox::plan(&req).map_err(|e| e.to_string())?;
+                    let mut prepared = mcpsum_sandbox::prepare(plan).map_err(|e| e.to_string())?;
+                    let mut child = prepared.command.spawn().map_err(|e| e.to_string())?;
+                    let _l = prepared
+                        .receive_listener(mcpsum_sandbox::BRIDGE_TIMEOUT)
+                        .map_err(|e| e.to_string())?;
+                    child.wait().map_err(|e| e.to_string())?;
+                }
+                let sandboxed = t.elapsed() / n;
+                println!(
+                    "plain {plain:?} sandboxed {sandboxed:?} overhead {:?}",
+                    sandboxed.saturating_sub(plain)
+                );
+                Ok(ExitCode::SUCCESS)
+            }
             other => Err(format!("unknown mode {other}")),
         }
     }
