@@ -62,6 +62,7 @@ use std::time::Duration;
 
 mod plan;
 mod policy;
+mod report_model;
 
 #[cfg(target_os = "linux")]
 mod launcher;
@@ -84,6 +85,8 @@ pub use plan::{
 pub use policy::{
     NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,
 };
+
+pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};
 
 /// Name of the hidden subcommand that runs [`launcher_main`].
 pub const EXEC_SUBCOMMAND: &str = "__sandbox-exec";
@@ -148,9 +151,7 @@ impl SandboxError {
 #[cfg(target_os = "linux")]
 pub use prepare::{Prepared, open_self_exe, prepare};
 #[cfg(target_os = "linux")]
-pub use report::{
-    EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport, sandbox_test, sandbox_test_plan,
-};
+pub use report::{sandbox_test, sandbox_test_plan};
 
 /// Non-Linux stand-ins: every entry point refuses with [`SandboxError::Unsupported`].
 #[cfg(not(target_os = "linux"))]

@@ -311,3 +311,61 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod env_tests {
+    use crate::{LaunchRequest, NetworkMode, ValidatedPolicy};
+
+    /// I2: values travel only as the launcher's environment, never in its argv (which any
+    /// process can read in `/proc/PID/cmdline`).
+    #[test]
+    fn env_values_are_never_in_the_launcher_argv() {
+        let state = tempfile::tempdir().unwrap();
+        let req = LaunchRequest {
+            server: "s".into(),
+            policy: ValidatedPolicy {
+                read: vec![],
+                write: vec![],
+                network: NetworkMode::None,
+                protected: vec![],
+            },
+            argv: vec!["/bin/true".into()],
+            env: vec![("API_TOKEN".into(), "tok-123-secret".into())],
+            state_dir: state.path().into(),
+        };
+        let plan = crate::plan_for_kernel(&req, 7).unwrap();
+        let prepared = crate::prepare(plan).unwrap();
+        let args: Vec<String> = prepared
+            .command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[0], crate::EXEC_SUBCOMMAND);
+        assert!(args.iter().all(|a| !a.contains("tok-123-secret")));
+        assert!(args[1].contains("API_TOKEN"));
+        let envs: Vec<(String, String)> = prepared
+            .command
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let tmp = prepared.tmp_dir().to_string_lossy().into_owned();
+        assert_eq!(
+            envs,
+            [
+                ("API_TOKEN".to_string(), "tok-123-secret".to_string()),
+                ("TMP".to_string(), tmp.clone()),
+                ("TMPDIR".to_string(), tmp.clone()),
+            ]
+        );
+        let dir = prepared.tmp_dir().to_path_buf();
+        assert!(dir.is_dir());
+        drop(prepared);
+        assert!(!dir.exists(), "private tmp removed on drop");
+    }
+}

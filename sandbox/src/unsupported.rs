@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{LaunchRequest, Protected, SandboxError, SandboxPlan};
+use crate::{EgressHook, LaunchRequest, Protected, SandboxError, SandboxPlan, SandboxReport};
 
 /// A prepared launch (never built on this system).
 #[derive(Debug)]
@@ -13,6 +13,11 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The private `${TMP}` (never made here).
+    pub fn tmp_dir(&self) -> &std::path::Path {
+        std::path::Path::new("")
+    }
+
     /// Always [`SandboxError::Unsupported`].
     pub fn receive_listener(
         &mut self,
@@ -31,13 +36,6 @@ pub fn open_self_exe() -> Result<(), SandboxError> {
 pub fn prepare(_plan: SandboxPlan) -> Result<Prepared, SandboxError> {
     Err(SandboxError::Unsupported)
 }
-
-/// The egress hook of `sandbox test` (unused here).
-pub struct EgressHook;
-
-/// The report of `sandbox test` (never built here).
-#[derive(Debug)]
-pub struct SandboxReport;
 
 /// Always [`SandboxError::Unsupported`].
 pub fn sandbox_test(
