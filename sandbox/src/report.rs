@@ -328,6 +328,16 @@ fn build_checks(
         ));
     }
 
+    // Landlock denies ptrace-class access outside the domain, even with /proc readable.
+    c.push((
+        "read environ of a process outside".into(),
+        ProbeOp::Read(PathBuf::from(format!(
+            "/proc/{}/environ",
+            std::process::id()
+        ))),
+        Expect::Refused,
+    ));
+
     let mut names = plan.env_names();
     if egress_mode {
         for n in [

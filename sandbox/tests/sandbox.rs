@@ -421,3 +421,26 @@ fn the_server_dies_with_the_thread_that_spawned_it() {
     }
     assert!(gone, "server {server} outlived mcpsum");
 }
+
+#[test]
+fn a_launcher_failure_in_egress_mode_is_reported_and_nothing_runs() {
+    let w = World::new(current_uid());
+    let mut cfg = w.config(&["a.test:443"], &[]);
+    cfg["argv"] = json!(["/bin/sh", "-c", "echo SERVER-RAN"]);
+    // A variable slipped in after `prepare`: the launcher refuses before any namespace.
+    cfg["extra_env"] = json!([["LEAKED", "x"]]);
+    let out = w.harness("run", &cfg);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("SERVER-RAN"));
+    assert!(
+        stderr.contains(
+            "sandbox setup failed, server not started: environment: unexpected variables [\"LEAKED\"]"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("egress bridge: the launcher exited before reporting its listener"),
+        "{stderr}"
+    );
+}

@@ -44,6 +44,9 @@ mod linux {
         /// CONNECT checks: target and expected status.
         #[serde(default)]
         egress_checks: Vec<(String, u16)>,
+        /// Test-only: variables added to the launcher command after `prepare` (must be refused).
+        #[serde(default)]
+        extra_env: Vec<(String, String)>,
         /// Test-only weakening: seccomp denylist entries to drop from the plan.
         #[serde(default)]
         weaken_seccomp: Vec<String>,
@@ -141,6 +144,9 @@ mod linux {
                 let plan = mcpsum_sandbox::plan(&req).map_err(|e| e.to_string())?;
                 let mut prepared = mcpsum_sandbox::prepare(plan).map_err(|e| e.to_string())?;
                 prepared.command.process_group(0);
+                for (k, v) in &cfg.extra_env {
+                    prepared.command.env(k, v);
+                }
                 let mut child = prepared.command.spawn().map_err(|e| e.to_string())?;
                 match prepared.receive_listener(mcpsum_sandbox::BRIDGE_TIMEOUT) {
                     Ok(Some(l)) => {
