@@ -103,8 +103,23 @@ impl World {
             .env("HOME", self.p("home"))
             .env("PATH", "/usr/bin:/bin")
             .current_dir(&self.root);
-        cmd.output().unwrap()
+        busy_retry(|| cmd.output())
     }
+}
+
+/// Another test thread may be forking while this one has just copied the harness: the child
+/// holds the copy's write descriptor until its exec, and exec of the copy fails with ETXTBSY
+/// meanwhile. Retry briefly.
+fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> T {
+    for _ in 0..100 {
+        match f() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    f().unwrap()
 }
 
 fn walk(p: &Path) -> Vec<PathBuf> {
@@ -335,11 +350,12 @@ fn private_tmp_is_removed_after_the_run() {
 #[test]
 fn setup_failure_is_one_line_and_exit_126() {
     let w = World::new(current_uid());
-    let out = Command::new(&w.harness)
-        .args(["__sandbox-exec", "{not json"])
-        .env_clear()
-        .output()
-        .unwrap();
+    let out = busy_retry(|| {
+        Command::new(&w.harness)
+            .args(["__sandbox-exec", "{not json"])
+            .env_clear()
+            .output()
+    });
     assert_eq!(out.status.code(), Some(126), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -388,12 +404,13 @@ fn the_server_dies_with_the_thread_that_spawned_it() {
     let w = World::new(current_uid());
     let mut cfg = w.config(&[], &[]);
     cfg["argv"] = json!(["/bin/sleep", "300"]);
-    let mut harness = Command::new(&w.harness)
-        .arg("run")
-        .arg(cfg.to_string())
-        .env_clear()
-        .spawn()
-        .unwrap();
+    let mut harness = busy_retry(|| {
+        Command::new(&w.harness)
+            .arg("run")
+            .arg(cfg.to_string())
+            .env_clear()
+            .spawn()
+    });
     let children = format!("/proc/{0}/task/{0}/children", harness.id());
     let mut server = String::new();
     for _ in 0..100 {
