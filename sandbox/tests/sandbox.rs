@@ -461,3 +461,57 @@ fn a_launcher_failure_in_egress_mode_is_reported_and_nothing_runs() {
         "{stderr}"
     );
 }
+
+/// The runtime base is enough for the interpreters MCP servers use: threads, child processes,
+/// async I/O (libuv falls back when io_uring is refused), the private tmp.
+#[test]
+fn python_and_node_run_sandboxed() {
+    if landlock_missing() {
+        return skip("Landlock is not enabled in this kernel");
+    }
+    let cases: [(&str, &[&str], &str); 2] = [
+        (
+            "/usr/bin/python3",
+            &[
+                "-c",
+                "import asyncio,subprocess,threading,tempfile,ssl,json\n\
+                 print(subprocess.run(['echo','child'],capture_output=True,text=True).stdout.strip())\n\
+                 print(asyncio.run(asyncio.sleep(0,'asyncio')))\n\
+                 t=threading.Thread(target=print,args=('thread',)); t.start(); t.join()\n\
+                 print('tmp' if tempfile.mkstemp()[1].startswith(tempfile.gettempdir()) else 'no')",
+            ],
+            "child\nasyncio\nthread\ntmp\n",
+        ),
+        (
+            "/usr/bin/node",
+            &[
+                "-e",
+                "const cp=require('child_process');\
+                 console.log(cp.execFileSync('echo',['child']).toString().trim());\
+                 require('fs').promises.readFile('/etc/os-release','utf8')\
+                 .then(()=>console.log('async'));",
+            ],
+            "child\nasync\n",
+        ),
+    ];
+    for uid in users() {
+        for (bin, args, expected) in cases {
+            if !Path::new(bin).exists() {
+                eprintln!("{bin} not installed: case skipped");
+                continue;
+            }
+            let w = World::new(uid);
+            let mut cfg = w.config(&[], &[("PATH", "/usr/bin:/bin")]);
+            let mut argv = vec![bin.to_string()];
+            argv.extend(args.iter().map(|a| (*a).to_string()));
+            cfg["argv"] = json!(argv);
+            let out = w.harness("run", &cfg);
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                expected,
+                "uid {uid} {bin}: {}",
+                text(&out)
+            );
+        }
+    }
+}
