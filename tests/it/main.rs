@@ -1,1 +1,16 @@
+//! mcpsum's integration tests: the real binary against the scriptable fake MCP server
+//! (`tests/servers/mcp_fake.py`) and, when installed, real servers from `target/test-deps`.
+//!
+//! Run: `cargo test -p mcpsum --test it`. Set `MCPSUM_REQUIRE_REAL_SERVERS=1` to make a missing
+//! `target/test-deps` a failure instead of a skip (CI does).
 
+mod bad_input;
+mod crash;
+mod era;
+mod golden;
+mod hostile;
+mod lock;
+mod real;
+mod relock;
+mod support;
+mod verify;

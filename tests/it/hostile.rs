@@ -1,0 +1,201 @@
+//! Servers that lie or misbehave: `lock` fails with exit 2, names the server, never pins a
+//! partial surface, and leaves the existing lockfile byte-identical.
+
+use serde_json::{Value, json};
+
+use crate::support::{World, assert_unchanged, bundled_scenario};
+
+fn tools(n: usize) -> Value {
+    (0..n)
+        .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+        .collect()
+}
+
+/// Locks `good` (the example) and `victim` (a plain server), then turns `victim`'s scenario
+/// hostile and re-locks it with its recorded command; also tries a new entry with the hostile
+/// scenario. Both must fail with exit 2, name the server, and change nothing.
+fn assert_hostile(hostile: &Value, extra: &[&str], needles: &[&str]) {
+    let w = World::new();
+    w.lock_fake("good", &bundled_scenario("example.json"), &[])
+        .code(0);
+    let mut base = json!({"tools": tools(5)});
+    let s = w.scenario("victim", &base);
+    w.lock_fake("victim", &s, &[]).code(0);
+    let before = w.lock_bytes();
+
+    for (k, v) in hostile.as_object().unwrap() {
+        base[k] = v.clone();
+    }
+    w.scenario("victim", &base);
+    let mut args = vec!["lock", "--name", "victim"];
+    args.extend_from_slice(extra);
+    let r = w.run(&args);
+    r.code(2)
+        .stderr_has(&["cannot lock server `victim`"])
+        .stderr_has(needles);
+    assert_unchanged(&w, &before, &format!("re-lock with {hostile}"));
+
+    let r = w.lock_fake("fresh", &s, extra);
+    r.code(2)
+        .stderr_has(&["cannot lock server `fresh`"])
+        .stderr_has(needles);
+    assert_unchanged(&w, &before, &format!("new entry with {hostile}"));
+    assert!(
+        !String::from_utf8_lossy(&w.lock_bytes()).contains("\"fresh\""),
+        "no partial entry"
+    );
+}
+
+#[test]
+fn non_json_line() {
+    assert_hostile(
+        &json!({"hostile": {"nonJsonLineBefore": "tools/list"}}),
+        &[],
+        &["not JSON-RPC", "tools/list"],
+    );
+}
+
+#[test]
+fn hundred_megabyte_line_is_refused_without_oom() {
+    // 100 MB > the 64 MiB per-message limit: skipped while reading, never buffered.
+    let hostile = json!({"hostile": {"hugeLineBytes": 104_857_600, "hugeLineOn": "tools/list"}});
+    assert_hostile(
+        &hostile,
+        &[],
+        &["104857600 bytes", "the limit is 67108864 bytes"],
+    );
+
+    // mcpsum's own peak memory stays far below the line's size: sample its VmHWM while it runs.
+    let w = World::new();
+    let mut scen = json!({"tools": tools(1)});
+    scen["hostile"] = hostile["hostile"].clone();
+    let s = w.scenario("huge", &scen);
+    let mut child = w
+        .cmd()
+        .args(["lock", "--name", "huge", "--"])
+        .args(crate::support::fake_argv(&s))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert_eq!(status.code(), Some(2), "exit 2, not killed");
+    assert!(peak_kib > 0, "sampled /proc");
+    // The reader may hold up to the 64 MiB limit before it gives up on a line, never the whole
+    // 100 MB line.
+    assert!(
+        peak_kib < 96 * 1024,
+        "mcpsum peaked at {peak_kib} KiB while skipping a 100 MB line"
+    );
+    eprintln!("mcpsum peak RSS while skipping a 100 MB line: {peak_kib} KiB");
+}
+
+#[test]
+fn hang_times_out() {
+    assert_hostile(
+        &json!({"hostile": {"hangOn": "tools/list"}}),
+        &["--timeout-secs", "2"],
+        &["no answer to `tools/list` within 2 s"],
+    );
+}
+
+#[test]
+fn exit_mid_list() {
+    assert_hostile(
+        &json!({"pageSize": 2, "hostile": {"exitOn": "tools/list", "exitOnPage": 2}}),
+        &[],
+        &["exited", "tools/list"],
+    );
+}
+
+#[test]
+fn duplicate_names() {
+    assert_hostile(
+        &json!({"hostile": {"duplicateNames": true}}),
+        &[],
+        &["two tools share the name `t0`"],
+    );
+}
+
+#[test]
+fn endless_cursor() {
+    assert_hostile(
+        &json!({"hostile": {"endlessCursor": true}}),
+        &[],
+        &["tools", "never pins a partial surface"],
+    );
+}
+
+#[test]
+fn repeated_cursor() {
+    assert_hostile(
+        &json!({"pageSize": 1, "hostile": {"repeatCursor": true}}),
+        &[],
+        &["repeated the `tools/list` cursor"],
+    );
+}
+
+#[test]
+fn more_than_a_thousand_tools() {
+    assert_hostile(
+        &json!({"tools": [], "generateTools": 1001, "pageSize": 100}),
+        &[],
+        &["more than 1000 tools"],
+    );
+}
+
+#[test]
+fn item_without_a_name() {
+    assert_hostile(
+        &json!({"tools": [{"description": "who am I", "inputSchema": {"type": "object"}}]}),
+        &[],
+        &["tool #0 is not an object with a string `name`"],
+    );
+}
+
+#[test]
+fn exactly_a_thousand_tools_lock() {
+    let w = World::new();
+    let s = w.scenario("big", &json!({"generateTools": 1000, "pageSize": 250}));
+    w.lock_fake("big", &s, &[])
+        .code(0)
+        .stderr_has(&["1000 tools"]);
+    w.run(&["verify"]).code(0);
+}
+
+#[test]
+fn answers_with_a_wrong_id_and_notification_floods_are_ignored() {
+    let w = World::new();
+    let s = w.scenario(
+        "s",
+        &json!({"tools": tools(3), "hostile": {"idMismatch": true, "floodNotifications": 2000}}),
+    );
+    w.lock_fake("s", &s, &[]).code(0).stderr_has(&["3 tools"]);
+    let bytes = String::from_utf8(w.lock_bytes()).unwrap();
+    assert!(!bytes.contains("WRONG_ID_DECOY"), "{bytes}");
+}
+
+#[test]
+fn server_exiting_during_initialize_names_the_server_and_shows_its_stderr() {
+    assert_hostile(
+        &json!({"hostile": {"exitOn": "initialize", "stderrLines": ["fatal: config missing"]}}),
+        &[],
+        &["exited", "fatal: config missing"],
+    );
+}

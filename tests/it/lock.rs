@@ -1,0 +1,200 @@
+//! `lock`, `show` and `verify` of well-behaved fake servers in each era, and pagination.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::support::{World, bundled_scenario, fake_argv, snapshot_settings};
+
+#[test]
+fn example_legacy_lock_show_verify() {
+    let w = World::new();
+    let r = w.lock_fake("notes", &bundled_scenario("example.json"), &[]);
+    r.code(0).stderr_has(&[
+        "locked `notes`",
+        "legacy (initialize), protocol 2025-11-25",
+        "example-notes 1.2.0",
+        "2 tools, 1 prompts, 1 resources, 1 resource templates",
+    ]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 1);
+    let e = &lock["servers"]["notes"];
+    assert_eq!(e["protocolVersion"], "2025-11-25");
+    assert!(e.get("supportedVersions").is_none(), "legacy entry: {e}");
+    assert_eq!(
+        e["command"],
+        json!(fake_argv(&bundled_scenario("example.json")))
+    );
+    assert_eq!(e["envPassthrough"], json!([]));
+    let names: Vec<&str> = e["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["add", "echo"]);
+    let bytes = String::from_utf8(w.lock_bytes()).unwrap();
+    assert!(bytes.ends_with("}\n") && !bytes.ends_with("\n\n"));
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("example_lockfile", w.redact(&bytes));
+    });
+
+    let show = w.run(&["show"]);
+    show.code(0);
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("example_show", w.redact(&show.stdout));
+    });
+    let sj = w.run(&["show", "--json"]);
+    sj.code(0);
+    let sj = sj.json();
+    let s = &sj["servers"]["notes"];
+    assert_eq!(s["era"], "legacy");
+    assert_eq!(
+        s["counts"],
+        json!({"tools": 2, "prompts": 1, "resources": 1, "resourceTemplates": 1})
+    );
+    assert_eq!(s["surfaceDigest"], e["digests"]["surface"]);
+    assert_eq!(sj["lockfileVersion"], 1);
+
+    w.run(&["verify"]).code(0).stdout_has(&["ok notes: clean"]);
+    let vj = w.run(&["verify", "--json"]);
+    vj.code(0);
+    assert_eq!(vj.json()["servers"][0]["status"], "clean");
+}
+
+#[test]
+fn modern_scenario_writes_version_2() {
+    let w = World::new();
+    w.lock_fake("modern", &bundled_scenario("modern.json"), &[])
+        .code(0)
+        .stderr_has(&[
+            "locked `modern`",
+            "2026-07-28 (server/discover), protocol 2026-07-28",
+            "5 tools",
+        ]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 2);
+    let e = &lock["servers"]["modern"];
+    assert_eq!(e["protocolVersion"], "2026-07-28");
+    assert_eq!(e["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        e["serverInfo"],
+        json!({"name": "example-modern", "version": "3.0.0"})
+    );
+    // pageSize 2 with 5 tools: all three pages are locked.
+    assert_eq!(e["tools"].as_array().unwrap().len(), 5);
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!(
+            "modern_lockfile",
+            w.redact(&String::from_utf8(w.lock_bytes()).unwrap())
+        );
+    });
+    let sj = w.run(&["show", "--name", "modern", "--json"]);
+    sj.code(0);
+    let sj = sj.json();
+    assert_eq!(sj["lockfileVersion"], 2);
+    assert_eq!(sj["servers"]["modern"]["era"], "2026-07-28");
+    w.run(&["verify", "--name", "modern"])
+        .code(0)
+        .stdout_has(&["ok modern: clean"]);
+}
+
+#[test]
+fn dual_scenario_locks_as_2026_07_28() {
+    let w = World::new();
+    w.lock_fake("dual", &bundled_scenario("dual.json"), &[])
+        .code(0)
+        .stderr_has(&["2026-07-28 (server/discover)"]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 2);
+    assert_eq!(lock["servers"]["dual"]["protocolVersion"], "2026-07-28");
+    assert_eq!(
+        lock["servers"]["dual"]["supportedVersions"],
+        json!(["2025-11-25", "2026-07-28"])
+    );
+    w.run(&["show"]).code(0).stdout_has(&[
+        "era          2026-07-28 (server/discover), protocol 2026-07-28",
+        "supported    2025-11-25, 2026-07-28",
+    ]);
+    w.run(&["verify"]).code(0).stdout_has(&["ok dual: clean"]);
+}
+
+#[test]
+fn legacy_and_modern_entries_share_a_version_2_file() {
+    let w = World::new();
+    w.lock_fake("notes", &bundled_scenario("example.json"), &[])
+        .code(0);
+    assert_eq!(w.lock_json()["lockfileVersion"], 1);
+    w.lock_fake("modern", &bundled_scenario("modern.json"), &[])
+        .code(0);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 2);
+    let names: Vec<&String> = lock["servers"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["modern", "notes"], "servers sorted by name");
+    w.run(&["verify"])
+        .code(0)
+        .stdout_has(&["ok modern: clean", "ok notes: clean"]);
+}
+
+#[test]
+fn pagination_locks_every_page() {
+    let w = World::new();
+    for (name, era) in [("legacy", "legacy"), ("modern", "modern")] {
+        let s = w.scenario(
+            name,
+            &json!({"era": era, "generateTools": 5, "pageSize": 2,
+            "prompts": [{"name": "p1"}, {"name": "p2"}, {"name": "p3"}],
+            "resources": [{"uri": "x://1", "name": "1"}, {"uri": "x://2", "name": "2"},
+                          {"uri": "x://3", "name": "3"}]}),
+        );
+        w.lock_fake(name, &s, &[])
+            .code(0)
+            .stderr_has(&["5 tools, 3 prompts, 3 resources"]);
+        let e = &w.lock_json()["servers"][name];
+        let tools: Vec<&str> = e["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "tool_0000",
+                "tool_0001",
+                "tool_0002",
+                "tool_0003",
+                "tool_0004"
+            ]
+        );
+        assert_eq!(e["digests"]["tools"].as_object().unwrap().len(), 5);
+        w.run(&["verify", "--name", name]).code(0);
+    }
+}
+
+#[test]
+fn a_kind_not_advertised_is_empty() {
+    let w = World::new();
+    // strictCapabilities: a list whose capability is not advertised gets -32601; mcpsum must not
+    // even ask.
+    let s = w.scenario(
+        "s",
+        &json!({"strictCapabilities": true, "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+    );
+    w.lock_fake("s", &s, &[])
+        .code(0)
+        .stderr_has(&["1 tools, 0 prompts, 0 resources, 0 resource templates"]);
+    let e = &w.lock_json()["servers"]["s"];
+    assert_eq!(e["prompts"], json!([]));
+    assert_eq!(e["resourceTemplates"], json!([]));
+}
+
+#[test]
+fn lock_without_command_for_a_new_entry_is_refused() {
+    let w = World::new();
+    w.run(&["lock", "--name", "nothing"]).code(2).stderr_has(&[
+        "`nothing` is not in",
+        "a command is needed",
+        "mcpsum lock --name nothing --",
+    ]);
+    assert!(!w.lockfile().exists());
+}
