@@ -18,12 +18,26 @@ pub enum Frame {
     TooLong(usize),
 }
 
+/// Bytes of an oversized line kept by [`read_frame_with_head`].
+pub const HEAD_BYTES: usize = 1024;
+
 /// Reads the next line; `Ok(None)` at end of input. A final line without a newline counts.
 /// Blank lines are skipped.
 pub async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     limit: usize,
 ) -> std::io::Result<Option<Frame>> {
+    read_frame_with_head(reader, limit, &mut Vec::new()).await
+}
+
+/// [`read_frame`] that also keeps the first [`HEAD_BYTES`] of a line over the limit in `head`
+/// (emptied otherwise), so that the caller can tell whose message it was, say by its `id`.
+pub async fn read_frame_with_head<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    limit: usize,
+    head: &mut Vec<u8>,
+) -> std::io::Result<Option<Frame>> {
+    head.clear();
     let mut buf = Vec::new();
     let mut skipped: Option<usize> = None;
     loop {
@@ -41,9 +55,16 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
             None => (available, None),
         };
         match skipped.as_mut() {
-            Some(n) => *n += chunk.len(),
+            Some(n) => {
+                *n += chunk.len();
+                let more = HEAD_BYTES.saturating_sub(head.len()).min(chunk.len());
+                head.extend_from_slice(&chunk[..more]);
+            }
             None if buf.len() + chunk.len() > limit => {
                 skipped = Some(buf.len() + chunk.len());
+                head.extend_from_slice(&buf[..buf.len().min(HEAD_BYTES)]);
+                let more = HEAD_BYTES.saturating_sub(head.len()).min(chunk.len());
+                head.extend_from_slice(&chunk[..more]);
                 buf = Vec::new();
             }
             None => buf.extend_from_slice(chunk),
@@ -110,6 +131,22 @@ mod tests {
                 "capacity {cap}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn oversized_line_keeps_its_head() -> std::io::Result<()> {
+        let line = format!("{{\"id\":7,\"result\":\"{}\"}}\n{{}}\n", "x".repeat(5000));
+        for cap in [1, 7, 64, 8192] {
+            let mut r = BufReader::with_capacity(cap, line.as_bytes());
+            let mut head = Vec::new();
+            let f = read_frame_with_head(&mut r, 100, &mut head).await?;
+            assert_eq!(f, Some(Frame::TooLong(5000 + 20)), "capacity {cap}");
+            assert_eq!(head, line.as_bytes()[..HEAD_BYTES], "capacity {cap}");
+            let f = read_frame_with_head(&mut r, 100, &mut head).await?;
+            assert_eq!(f, Some(Frame::Line(b"{}".to_vec())));
+            assert!(head.is_empty());
+        }
+        Ok(())
     }
 
     #[tokio::test]
