@@ -131,6 +131,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         to_client,
         to_server,
         drops: 0,
+        max_message: opts.max_message,
     };
     proxy.check_start(&live);
     if proxy.server_era == Era::Modern {
@@ -145,13 +146,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let exit = loop {
         tokio::select! {
             msg = client_rx.recv() => match msg {
-                Some(Input::Line(line)) => proxy.from_client(&line).await,
-                Some(Input::TooLong(n)) => proxy.client_too_long(n).await,
+                Some(Input::Line(line)) => proxy.on_client_line(&line).await,
+                Some(Input::TooLong(n, head)) => proxy.client_too_long(n, &head).await,
                 Some(Input::Eof) | None => break End::ClientLeft,
             },
             msg = server_rx.recv() => match msg {
-                Some(Input::Line(line)) => proxy.from_server(&line).await,
-                Some(Input::TooLong(n)) => proxy.drop_junk("server", &format!("message of {n} bytes over the limit")),
+                Some(Input::Line(line)) => proxy.on_server_line(&line).await,
+                Some(Input::TooLong(n, head)) => proxy.server_too_long(n, &head).await,
                 Some(Input::Eof) | None => break End::ServerExited,
             },
             _ = sigterm.recv() => break End::Signal,
@@ -206,7 +207,8 @@ enum End {
 
 enum Input {
     Line(Vec<u8>),
-    TooLong(usize),
+    /// A message over the limit: its length and its first bytes.
+    TooLong(usize, Vec<u8>),
     Eof,
 }
 
@@ -215,10 +217,11 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
     tx: mpsc::Sender<Input>,
     max: usize,
 ) {
+    let mut head = Vec::new();
     loop {
-        let input = match framing::read_frame(&mut reader, max).await {
+        let input = match framing::read_frame_with_head(&mut reader, max, &mut head).await {
             Ok(Some(Frame::Line(l))) => Input::Line(l),
-            Ok(Some(Frame::TooLong(n))) => Input::TooLong(n),
+            Ok(Some(Frame::TooLong(n))) => Input::TooLong(n, std::mem::take(&mut head)),
             Ok(None) | Err(_) => Input::Eof,
         };
         let eof = matches!(input, Input::Eof);
@@ -289,6 +292,8 @@ struct Proxy {
     to_client: mpsc::Sender<Vec<u8>>,
     to_server: mpsc::Sender<Vec<u8>>,
     drops: u64,
+    /// `--max-message-bytes`, for messages.
+    max_message: usize,
 }
 
 fn is_modern_request(params: Option<&Value>) -> bool {
@@ -392,18 +397,40 @@ impl Proxy {
 
     // ----- client side -----
 
-    async fn client_too_long(&mut self, n: usize) {
+    async fn client_too_long(&mut self, n: usize, head: &[u8]) {
         self.drop_junk("client", &format!("message of {n} bytes over the limit"));
+        let (id, method) = head_fields(head);
+        let limit = self.max_message;
+        if !method {
+            // A response to a request the server sent through us: the server gets the error.
+            let server_id = id
+                .as_ref()
+                .and_then(Value::as_str)
+                .and_then(|k| self.relayed.remove(k));
+            if let Some(server_id) = server_id {
+                let message = format!(
+                    "the client's answer of {n} bytes is over mcpsum's limit of {limit} bytes"
+                );
+                return self
+                    .send_server(json!({"jsonrpc": "2.0", "id": server_id, "error": {"code": codes::INTERNAL, "message": message}}))
+                    .await;
+            }
+            if id.is_some() {
+                return;
+            }
+        }
         self.reply_error(
-            &Value::Null,
+            &id.unwrap_or(Value::Null),
             codes::INVALID_REQUEST,
-            &format!("message of {n} bytes is over mcpsum's limit"),
+            &format!(
+                "message of {n} bytes is over mcpsum's limit of {limit} bytes (--max-message-bytes)"
+            ),
             None,
         )
         .await;
     }
 
-    async fn from_client(&mut self, line: &[u8]) {
+    async fn on_client_line(&mut self, line: &[u8]) {
         let msg = match crate::canonical::parse_strict_slice(line) {
             Ok(v) => v,
             Err(e) => {
@@ -675,18 +702,18 @@ impl Proxy {
             .and_then(|p| p.get("_meta"))
             .and_then(|m| m.get(META_VERSION))
             .and_then(Value::as_str);
-        if let Some(v) = asked {
-            if v != MODERN_VERSION {
-                let data = json!({"supported": [MODERN_VERSION], "requested": v});
-                return self
-                    .reply_error(
-                        id,
-                        codes::UNSUPPORTED_VERSION,
-                        "unsupported protocol version",
-                        Some(data),
-                    )
-                    .await;
-            }
+        if let Some(v) = asked
+            && v != MODERN_VERSION
+        {
+            let data = json!({"supported": [MODERN_VERSION], "requested": v});
+            return self
+                .reply_error(
+                    id,
+                    codes::UNSUPPORTED_VERSION,
+                    "unsupported protocol version",
+                    Some(data),
+                )
+                .await;
         }
         let mut result = json!({
             "resultType": "complete",
@@ -768,6 +795,21 @@ impl Proxy {
                     _ => None,
                 });
                 if let Some(sid) = sid {
+                    // The client ignores a late answer; forgetting the request keeps a client
+                    // that cancels a lot from filling the in-flight table.
+                    if let Some(Pending::Client {
+                        method,
+                        item,
+                        started,
+                        ..
+                    }) = self.pending.remove(&sid)
+                    {
+                        self.streams.remove(&sid);
+                        self.audit.note(
+                            "call",
+                            json!({"method": method, "item": item, "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": started.elapsed().as_millis() as u64}),
+                        );
+                    }
                     let mut p = params.unwrap_or_else(|| json!({}));
                     p["requestId"] = json!(sid);
                     let p = self.to_server_params(p, false);
@@ -806,7 +848,54 @@ impl Proxy {
 
     // ----- server side -----
 
-    async fn from_server(&mut self, line: &[u8]) {
+    async fn server_too_long(&mut self, n: usize, head: &[u8]) {
+        self.drop_junk("server", &format!("message of {n} bytes over the limit"));
+        let limit = self.max_message;
+        let (id, method) = head_fields(head);
+        let Some(id) = id else { return };
+        if method {
+            // A request of the server's: it gets the error, nobody else sees it.
+            let message = format!("message of {n} bytes is over mcpsum's limit of {limit} bytes");
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INVALID_REQUEST, "message": message}}))
+                .await;
+        }
+        let Some(pending) = id.as_u64().and_then(|sid| self.pending.remove(&sid)) else {
+            return;
+        };
+        let sid = id.as_u64().unwrap_or_default();
+        match pending {
+            Pending::Listen => {}
+            Pending::Reread(kind) => {
+                self.rereads.remove(&kind);
+                self.quarantine_now(&format!(
+                    "re-reading {} after list_changed failed: an answer of {n} bytes is over the limit of {limit} bytes",
+                    kind.plural()
+                ));
+            }
+            Pending::Client {
+                client_id,
+                method,
+                item,
+                started,
+                ..
+            } => {
+                self.streams.remove(&sid);
+                self.audit.note(
+                    "call",
+                    json!({"method": method, "item": item, "decision": "allow", "ok": false, "reason": "answer over the size limit", "duration_ms": started.elapsed().as_millis() as u64, "bytes": n}),
+                );
+                let message = format!(
+                    "the answer of server `{}` ({n} bytes) is over mcpsum's limit of {limit} bytes (`mcpsum proxy --max-message-bytes`)",
+                    self.name
+                );
+                self.reply_error(&client_id, codes::INTERNAL, &message, None)
+                    .await;
+            }
+        }
+    }
+
+    async fn on_server_line(&mut self, line: &[u8]) {
         let Ok(Value::Object(obj)) = crate::canonical::parse_strict_slice(line) else {
             return self.drop_junk("server", "invalid JSON or not an object");
         };
@@ -868,13 +957,11 @@ impl Proxy {
 
     /// Adapts a result to the client's era; `Some(error)` when it cannot be relayed.
     fn translate_result(&self, result: &mut Value, modern_client: bool) -> Option<Value> {
-        let Some(obj) = result.as_object_mut() else {
-            return None;
-        };
-        if let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut) {
-            if meta.contains_key(META_SERVER_INFO) {
-                meta.insert(META_SERVER_INFO.into(), self.entry.server_info.clone());
-            }
+        let obj = result.as_object_mut()?;
+        if let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut)
+            && meta.contains_key(META_SERVER_INFO)
+        {
+            meta.insert(META_SERVER_INFO.into(), self.entry.server_info.clone());
         }
         match (self.server_era, modern_client) {
             (Era::Legacy, true) => {
@@ -1117,11 +1204,107 @@ impl Proxy {
 fn strip_modern_meta(mut params: Value) -> Value {
     if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
         meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
-        if meta.is_empty() {
-            if let Some(p) = params.as_object_mut() {
-                p.remove("_meta");
-            }
+        if meta.is_empty()
+            && let Some(p) = params.as_object_mut()
+        {
+            p.remove("_meta");
         }
     }
     params
+}
+
+/// The top-level `id` of a JSON-RPC message read from its first bytes (a message over the size
+/// limit is never parsed whole), and whether a top-level `method` key came before the cut.
+/// Keys inside nested objects are ignored, so an `id` inside a result never counts.
+fn head_fields(head: &[u8]) -> (Option<Value>, bool) {
+    let (mut id, mut method) = (None, false);
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < head.len() {
+        match head[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < head.len() && head[j] != b'"' {
+                    j += if head[j] == b'\\' { 2 } else { 1 };
+                }
+                if j >= head.len() {
+                    break;
+                }
+                let key = &head[start..j];
+                i = j + 1;
+                if depth != 1 {
+                    continue;
+                }
+                let mut k = i;
+                while k < head.len() && head[k].is_ascii_whitespace() {
+                    k += 1;
+                }
+                if head.get(k) != Some(&b':') {
+                    continue;
+                }
+                match key {
+                    b"method" => method = true,
+                    b"id" => {
+                        // A value that runs to the cut may be truncated: not an id then.
+                        let rest = &head[k + 1..];
+                        let mut values = serde_json::Deserializer::from_slice(rest).into_iter();
+                        id = values
+                            .next()
+                            .and_then(Result::ok)
+                            .filter(|v: &Value| v.is_string() || v.is_number())
+                            .filter(|_| values.byte_offset() < rest.len());
+                    }
+                    _ => {}
+                }
+                i = k + 1;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    (id, method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_fields;
+    use serde_json::json;
+
+    #[test]
+    fn head_fields_finds_the_top_level_id_only() {
+        let cases: [(&str, Option<serde_json::Value>, bool); 9] = [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"text":"xxxx"#,
+                Some(json!(7)),
+                false,
+            ),
+            (
+                r#"{"result":{"id":5,"x":"y"},"id":"a\"b","#,
+                Some(json!("a\"b")),
+                false,
+            ),
+            (r#"{"result":{"id":5,"x":"#, None, false),
+            (
+                r#"{ "id" : 12 , "method":"tools/call","params":{"arguments":{"pad":"xx"#,
+                Some(json!(12)),
+                true,
+            ),
+            (
+                r#"{"method":"notifications/message","params":{"id":3,"data":"xxx"#,
+                None,
+                true,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1"#, None, false),
+            (r#"{"jsonrpc":"2.0","id":1}"#, Some(json!(1)), false),
+            (r#"{"text":"{\"id\":9}","id":null,"#, None, false),
+            (r#"not json at all "id":4"#, None, false),
+        ];
+        for (head, id, method) in cases {
+            assert_eq!(head_fields(head.as_bytes()), (id, method), "{head}");
+        }
+    }
 }
