@@ -165,6 +165,29 @@ fn policy_label_naming_no_tool() {
 }
 
 #[test]
+fn duplicate_key() {
+    // A strict parse: the second `envPassthrough` must not silently win (or lose).
+    let w = two_servers();
+    let text = String::from_utf8(w.lock_bytes()).unwrap();
+    let at = text.find("\"envPassthrough\": [],").unwrap();
+    let mut tampered = text.clone();
+    tampered.insert_str(at, "\"envPassthrough\": [\"HOME\"],\n      ");
+    w.write_lock(tampered);
+    refused_everywhere(&w, &["is not a valid lockfile", "envPassthrough"]);
+}
+
+#[test]
+fn invalid_sandbox_policy() {
+    let w = two_servers();
+    let mut v = w.lock_json();
+    v["servers"]["notes"]["policy"] = json!({"sandbox": {
+        "filesystem": {"read": ["relative/notes", "/tmp/../etc"], "write": []},
+        "network": {"allow": []}}});
+    write_json(&w, &v);
+    refused_everywhere(&w, &["servers.notes.policy.sandbox", "relative/notes"]);
+}
+
+#[test]
 fn not_json_at_all() {
     let w = two_servers();
     let mut bytes = w.lock_bytes();

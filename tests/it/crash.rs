@@ -47,7 +47,14 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
     let (mut kept_old, mut got_new, mut finished) = (0, 0, 0);
     for i in 1..=ITERATIONS {
         w.scenario("victim", &victim(i));
-        let delay = Duration::from_micros(rng.next() % window_us.max(1));
+        // Half the kills anywhere in the run, half near its end, where the file is written.
+        let delay_us = if i % 2 == 0 {
+            rng.next() % window_us.max(1)
+        } else {
+            let full_us = window_us * 10 / 13;
+            full_us * 8 / 10 + rng.next() % (full_us * 3 / 10).max(1)
+        };
+        let delay = Duration::from_micros(delay_us);
         let mut child = w
             .cmd()
             .args(["lock", "--name", "victim"])

@@ -161,6 +161,24 @@ fn more_than_a_thousand_tools() {
 }
 
 #[test]
+fn unknown_legacy_protocol_version() {
+    assert_hostile(
+        &json!({"legacyVersions": ["1999-01-01"], "protocolVersion": "1999-01-01"}),
+        &[],
+        &["protocol version `1999-01-01`, which mcpsum does not speak"],
+    );
+}
+
+#[test]
+fn server_info_that_is_not_an_object() {
+    assert_hostile(
+        &json!({"serverInfo": "fake 1.0"}),
+        &[],
+        &["the `initialize` result has no `serverInfo` object"],
+    );
+}
+
+#[test]
 fn item_without_a_name() {
     assert_hostile(
         &json!({"tools": [{"description": "who am I", "inputSchema": {"type": "object"}}]}),

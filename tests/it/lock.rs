@@ -189,6 +189,41 @@ fn a_kind_not_advertised_is_empty() {
 }
 
 #[test]
+fn colour_follows_no_color_and_the_flag() {
+    let w = World::new();
+    let s = w.scenario(
+        "s",
+        &json!({"tools": [{"name": "t", "description": "one"}]}),
+    );
+    w.lock_fake("s", &s, &[]).code(0);
+    w.scenario(
+        "s",
+        &json!({"tools": [{"name": "t", "description": "two"}]}),
+    );
+    let plain = w.run(&["verify"]);
+    plain.code(1);
+    assert!(!plain.stdout.contains('\u{1b}'), "NO_COLOR: {plain:?}");
+    let coloured = w.run(&["--color", "always", "verify"]);
+    coloured.code(1);
+    assert!(
+        coloured.stdout.contains("\u{1b}["),
+        "--color always: {coloured:?}"
+    );
+    let never = w.run(&["--color", "never", "verify"]);
+    assert!(!never.stdout.contains('\u{1b}'));
+}
+
+#[test]
+fn quiet_lock_prints_nothing() {
+    let w = World::new();
+    let s = w.scenario("s", &json!({}));
+    let r = w.lock_fake("s", &s, &["-q"]);
+    r.code(0);
+    assert_eq!(r.stderr, "");
+    assert_eq!(r.stdout, "");
+}
+
+#[test]
 fn lock_without_command_for_a_new_entry_is_refused() {
     let w = World::new();
     w.run(&["lock", "--name", "nothing"]).code(2).stderr_has(&[

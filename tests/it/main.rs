@@ -10,6 +10,7 @@ mod era;
 mod golden;
 mod hostile;
 mod lock;
+mod proxy;
 mod real;
 mod relock;
 mod support;
