@@ -164,15 +164,16 @@ pub fn compare(entry: &ServerEntry, live: &Surface) -> Result<Drift, ItemError> 
             live: live.instructions.clone().map_or(Value::Null, Value::String),
         });
     }
-    if let (Era::Modern, Some(versions)) = (live.era, &live.supported_versions) {
-        if entry.era() == Era::Modern && !versions.contains(&entry.protocol_version) {
-            drift.fields.push(FieldChange {
-                field: "supportedVersions (the locked protocolVersion is no longer listed)",
-                class: Class::Definitional,
-                locked: Value::String(entry.protocol_version.clone()),
-                live: versions.iter().cloned().map(Value::String).collect(),
-            });
-        }
+    if let (Era::Modern, Some(versions)) = (live.era, &live.supported_versions)
+        && entry.era() == Era::Modern
+        && !versions.contains(&entry.protocol_version)
+    {
+        drift.fields.push(FieldChange {
+            field: "supportedVersions (the locked protocolVersion is no longer listed)",
+            class: Class::Definitional,
+            locked: Value::String(entry.protocol_version.clone()),
+            live: versions.iter().cloned().map(Value::String).collect(),
+        });
     }
     let info: [(&'static str, Value, Value); 4] = [
         (

@@ -6,6 +6,9 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     // The sandbox launcher and its probe are this same binary, re-executed (hidden subcommands,
     // handled before argument parsing and before any thread exists).
+    // Later launches re-execute this very file even if it is replaced on disk; on failure they
+    // fall back to `/proc/self/exe`.
+    let _ = mcpsum_sandbox::open_self_exe();
     let mut args = std::env::args_os();
     let _argv0 = args.next();
     match args.next() {
