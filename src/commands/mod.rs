@@ -75,7 +75,12 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         .into_iter()
         .filter(|v| !launch.env_passthrough.iter().any(|e| e == v))
         .collect();
+    let sandbox_denied = launch.sandbox.is_some()
+        && stderr.iter().any(|l| {
+            l.contains("EACCES") || l.contains("Permission denied") || l.contains("EPERM")
+        });
     let hint = match &error {
+        _ if sandbox_denied => "the sandbox refused something the server needs (see its stderr above); if that is expected of it, add the path to `policy.sandbox.filesystem.read` (or `write`) and run `mcpsum sandbox test --name NAME` to see the read and write sets".to_owned(),
         ClientError::Spawn(_) => "check the command; a program name is looked up on mcpsum's own PATH".to_owned(),
         ClientError::Exited { .. } | ClientError::Timeout { .. } if !missing_basics.is_empty() => format!(
             "the server gets no environment variables unless they are listed, and `uvx`/`npx` servers need {}: lock it with {}",
