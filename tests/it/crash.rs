@@ -28,11 +28,11 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
     let w = World::new();
     // A large neighbour entry makes reading, validating and writing the file take a while, so
     // kills land in every phase, including the write.
-    let bulk = w.scenario("bulk", &json!({"generateTools": 200, "pageSize": 100}));
+    let bulk = w.scenario("bulk", &json!({"generateTools": 150, "pageSize": 50}));
     w.lock_fake("bulk", &bulk, &[]).code(0);
 
     let victim = |i: usize| {
-        json!({"generateTools": 40, "pageSize": 2,
+        json!({"generateTools": 30, "pageSize": 2,
                "tools": [{"name": "marker", "description": format!("iteration {i}"),
                           "inputSchema": {"type": "object"}}]})
     };
@@ -87,7 +87,7 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
         let show = w.run(&["show", "--json"]);
         show.code(0);
         let doc = show.json();
-        assert_eq!(doc["servers"]["bulk"]["counts"]["tools"], 200);
+        assert_eq!(doc["servers"]["bulk"]["counts"]["tools"], 150);
         let file: serde_json::Value = serde_json::from_slice(&now).unwrap();
         let marker = file["servers"]["victim"]["tools"]
             .as_array()

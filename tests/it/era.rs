@@ -238,3 +238,73 @@ fn modern_server_dropping_the_locked_version_is_reported_as_such() {
         "{r:?}"
     );
 }
+
+#[test]
+fn lock_and_verify_present_the_same_client_identity() {
+    // Some servers list more to clients that declare more: lock and verify must present one
+    // fixed clientInfo and capability set, so the surface is compared like for like.
+    let w = World::new();
+    let t = w.transcript("l");
+    let s = w.scenario(
+        "l",
+        &json!({"era": "legacy", "tools": tools(), "transcript": t}),
+    );
+    w.lock_fake("l", &s, &[]).code(0);
+    w.run(&["verify"]).code(0);
+    let events = transcript_events(&t);
+    let inits: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "recv" && e["msg"]["method"] == "initialize")
+        .map(|e| &e["msg"]["params"])
+        .collect();
+    assert_eq!(inits.len(), 2, "{events:#?}");
+    assert_eq!(inits[0], inits[1]);
+    assert_eq!(inits[0]["clientInfo"]["name"], "mcpsum");
+    assert!(inits[0]["capabilities"].is_object());
+    let initialized = events
+        .iter()
+        .filter(|e| e["event"] == "recv" && e["msg"]["method"] == "notifications/initialized")
+        .count();
+    assert_eq!(
+        initialized, 2,
+        "`notifications/initialized` after each handshake"
+    );
+
+    let t = w.transcript("m");
+    let s = w.scenario(
+        "m",
+        &json!({"era": "modern", "tools": tools(), "transcript": t}),
+    );
+    w.lock_fake("m", &s, &[]).code(0);
+    w.run(&["verify", "--name", "m"]).code(0);
+    let metas: Vec<Value> = transcript_events(&t)
+        .iter()
+        .filter(|e| e["event"] == "recv" && e["msg"]["method"] == "tools/list")
+        .map(|e| e["msg"]["params"]["_meta"].clone())
+        .collect();
+    assert_eq!(metas.len(), 2);
+    assert_eq!(metas[0], metas[1]);
+    assert_eq!(
+        metas[0]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        metas[0]["io.modelcontextprotocol/clientCapabilities"], inits[0]["capabilities"],
+        "the same capability set in both eras"
+    );
+}
+
+#[test]
+fn a_legacy_entry_keeps_its_era_when_the_server_learns_2026_07_28() {
+    let w = World::new();
+    let s = w.scenario("d", &json!({"era": "legacy", "tools": tools()}));
+    w.lock_fake("d", &s, &[]).code(0);
+    w.scenario("d", &json!({"era": "dual", "tools": tools()}));
+    w.run(&["verify"]).code(0).stdout_has(&["ok d: clean"]);
+    w.run(&["lock", "--name", "d"])
+        .code(0)
+        .stderr_has(&["legacy (initialize)", "unchanged since the previous lock"]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 1);
+    assert!(lock["servers"]["d"].get("supportedVersions").is_none());
+}

@@ -224,6 +224,108 @@ fn quiet_lock_prints_nothing() {
 }
 
 #[test]
+fn help_texts() {
+    let w = World::new();
+    for cmd in ["lock", "verify", "show"] {
+        let r = w.run(&[cmd, "--help"]);
+        r.code(0);
+        snapshot_settings().bind(|| {
+            insta::assert_snapshot!(format!("help_{cmd}"), r.stdout);
+        });
+    }
+}
+
+#[test]
+fn lockfile_in_a_missing_directory() {
+    let w = World::new();
+    let s = w.scenario("s", &json!({}));
+    let missing = w.path().join("no/such/dir/mcp.lock");
+    let out = w
+        .bare_cmd()
+        .arg("--lockfile")
+        .arg(&missing)
+        .args(["lock", "--name", "s", "--"])
+        .args(fake_argv(&s))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/dir"), "{stderr}");
+    assert!(!missing.exists());
+}
+
+/// How `lock`, `show` and `verify` find the lockfile without `--lockfile` (SPEC §2).
+#[test]
+fn lockfile_discovery() {
+    let w = World::new();
+    if let Some(found) = w
+        .path()
+        .ancestors()
+        .skip(1)
+        .map(|d| d.join("mcp.lock"))
+        .find(|p| p.is_file())
+    {
+        eprintln!("skipping: `{}` exists above the temp dir", found.display());
+        return;
+    }
+    let s = w.scenario("s", &json!({}));
+    let sub = w.path().join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+
+    // `lock` creates `./mcp.lock` when none is found.
+    let out = w
+        .bare_cmd()
+        .args(["lock", "--name", "s", "--"])
+        .args(fake_argv(&s))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(w.lockfile().is_file());
+
+    // From a subdirectory, the nearest ancestor's `mcp.lock` is used.
+    let out = w.bare_cmd().current_dir(&sub).arg("show").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("s\n"));
+
+    // `$MCPSUM_LOCKFILE` wins over the search; `--lockfile` over both.
+    let other = w.path().join("other.lock");
+    let out = w
+        .bare_cmd()
+        .env("MCPSUM_LOCKFILE", &other)
+        .args(["lock", "--name", "t", "--"])
+        .args(fake_argv(&s))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(other.is_file());
+    let names = |p: &std::path::Path| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["servers"].as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(names(&w.lockfile()), ["s"]);
+    assert_eq!(names(&other), ["t"]);
+    let out = w
+        .bare_cmd()
+        .env("MCPSUM_LOCKFILE", &other)
+        .arg("--lockfile")
+        .arg(w.lockfile())
+        .args(["show", "--json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["servers"].get("s").is_some(), "{doc}");
+
+    // Nothing found: a reading command says so.
+    let empty = World::new();
+    let out = empty.bare_cmd().arg("verify").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no `mcp.lock` in the current directory or any parent")
+    );
+}
+
+#[test]
 fn lock_without_command_for_a_new_entry_is_refused() {
     let w = World::new();
     w.run(&["lock", "--name", "nothing"]).code(2).stderr_has(&[

@@ -204,3 +204,38 @@ fn concurrent_locks_of_different_names_all_land() {
     w.run(&["show"]).code(0);
     assert!(crate::support::temp_leftovers(w.path()).is_empty());
 }
+
+#[test]
+fn file_goes_back_to_version_1_when_no_entry_needs_2() {
+    let w = World::new();
+    let modern = w.scenario("m", &json!({"era": "modern", "tools": [{"name": "t"}]}));
+    w.lock_fake("s", &modern, &[]).code(0);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+    let legacy = w.scenario("l", &json!({"era": "legacy", "tools": [{"name": "t"}]}));
+    w.lock_fake("s", &legacy, &[])
+        .code(0)
+        .stderr_has(&["replacing the command of `s`", "legacy (initialize)"]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 1, "{lock:#}");
+    assert!(lock["servers"]["s"].get("supportedVersions").is_none());
+}
+
+#[test]
+fn relock_keeps_the_file_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let s = w.scenario("s", &json!({"tools": [{"name": "t"}]}));
+    w.lock_fake("s", &s, &[]).code(0);
+    let mode = |w: &World| {
+        std::fs::metadata(w.lockfile())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&w), 0o644, "a new lockfile is 0644");
+    std::fs::set_permissions(w.lockfile(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    w.scenario("s", &json!({"tools": [{"name": "u"}]}));
+    w.run(&["lock", "--name", "s"]).code(0);
+    assert_eq!(mode(&w), 0o600);
+}

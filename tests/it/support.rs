@@ -151,8 +151,15 @@ impl World {
         self.path().join(format!("{name}.transcript.jsonl"))
     }
 
-    /// The `mcpsum` command with a clean, explicit environment.
+    /// The `mcpsum` command with a clean, explicit environment and `--lockfile`.
     pub fn cmd(&self) -> Command {
+        let mut c = self.bare_cmd();
+        c.arg("--lockfile").arg(self.lockfile());
+        c
+    }
+
+    /// Like [`World::cmd`] but without `--lockfile`, to test how the lockfile is found.
+    pub fn bare_cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
         c.env_clear()
             .env("PATH", child_path())
@@ -160,9 +167,7 @@ impl World {
             .env("MCPSUM_STATE_DIR", self.path().join("state"))
             .env("NO_COLOR", "1")
             .current_dir(self.path())
-            .stdin(Stdio::null())
-            .arg("--lockfile")
-            .arg(self.lockfile());
+            .stdin(Stdio::null());
         c
     }
 
