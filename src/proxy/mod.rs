@@ -37,6 +37,10 @@ const PAGE_SIZE: usize = 100;
 const MAX_IN_FLIGHT: usize = 4096;
 /// Capacity of each channel between the tasks and the loop.
 const CHANNEL: usize = 64;
+/// How often mcpsum re-opens its own listen stream after the server ended it.
+const MAX_LISTEN_REOPENS: u32 = 3;
+/// `_meta` key of a 2026-07-28 subscription id.
+const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 /// Audit records for dropped junk, at most, before only counting.
 const MAX_DROP_RECORDS: u64 = 100;
 
@@ -126,6 +130,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         pending: HashMap::new(),
         next_relay: 0,
         relayed: HashMap::new(),
+        rounds: HashMap::new(),
+        next_round: 0,
+        listen_reopens: 0,
         streams: HashMap::new(),
         rereads: BTreeMap::new(),
         to_client,
@@ -260,11 +267,46 @@ enum Pending {
         item: String,
         modern_client: bool,
         started: Instant,
+        /// Set for a legacy client's request that a 2026-07-28 server may answer with
+        /// `input_required`.
+        retry: Option<Box<Retry>>,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
     /// mcpsum's own `subscriptions/listen` (2026-07-28 servers).
     Listen,
+}
+
+/// A legacy client's request to a 2026-07-28 server, kept for a retry after an input round.
+struct Retry {
+    /// The client's params, as it sent them.
+    params: Value,
+    /// Input rounds so far.
+    rounds: u32,
+}
+
+/// Input rounds a request may take, at most (as the TypeScript SDK's shim).
+const MAX_INPUT_ROUNDS: u32 = 8;
+
+/// What an id of ours on the client link stands for.
+enum Relayed {
+    /// A legacy server's own request (sampling, elicitation, roots): the server's id.
+    Server(Value),
+    /// One question of a 2026-07-28 server's input round, asked of a legacy client.
+    Input { round: u64, key: String },
+}
+
+/// An input round in progress: the server answered `input_required` to a legacy client's
+/// request; mcpsum asks the client each question as a real request, then retries.
+struct Round {
+    client_id: Value,
+    method: String,
+    item: String,
+    started: Instant,
+    retry: Box<Retry>,
+    request_state: Option<Value>,
+    answers: Map<String, Value>,
+    outstanding: usize,
 }
 
 struct Reread {
@@ -284,8 +326,14 @@ struct Proxy {
     next_server_id: u64,
     pending: HashMap<u64, Pending>,
     next_relay: u64,
-    /// Our id on the client link → the server's id, for server requests relayed to the client.
-    relayed: HashMap<String, Value>,
+    /// Our id on the client link → what it stands for (server requests relayed to the client,
+    /// questions of input rounds).
+    relayed: HashMap<String, Relayed>,
+    /// Input rounds in progress, by their number.
+    rounds: HashMap<u64, Round>,
+    next_round: u64,
+    /// Times mcpsum re-opened its own listen stream.
+    listen_reopens: u32,
     /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
     streams: HashMap<u64, Value>,
     rereads: BTreeMap<Kind, Reread>,
@@ -347,6 +395,23 @@ impl Proxy {
         .await;
     }
 
+    /// The server ended (`done`) or refused mcpsum's own listen stream: open it again, a few
+    /// times, since without it mid-session drift of a 2026-07-28 server goes unseen.
+    async fn listen_ended(&mut self, done: bool) {
+        if done && self.listen_reopens < MAX_LISTEN_REOPENS {
+            self.listen_reopens += 1;
+            return self.open_listen().await;
+        }
+        self.audit.note(
+            "drift",
+            json!({"class": "unwatched", "reason": "the server ended mcpsum's subscriptions/listen stream; mid-session drift is not detected until the next start"}),
+        );
+        output::warn(&format!(
+            "server `{}` ended mcpsum's subscriptions/listen stream; mid-session drift is not detected until the next start",
+            self.name
+        ));
+    }
+
     fn alloc_id(&mut self) -> u64 {
         let id = self.next_server_id;
         self.next_server_id += 1;
@@ -403,11 +468,17 @@ impl Proxy {
         let limit = self.max_message;
         if !method {
             // A response to a request the server sent through us: the server gets the error.
-            let server_id = id
+            let relayed = id
                 .as_ref()
                 .and_then(Value::as_str)
                 .and_then(|k| self.relayed.remove(k));
-            if let Some(server_id) = server_id {
+            if let Some(Relayed::Input { round, .. }) = relayed {
+                let message = format!(
+                    "the client's answer of {n} bytes is over mcpsum's limit of {limit} bytes"
+                );
+                return self.fail_round(round, &message).await;
+            }
+            if let Some(Relayed::Server(server_id)) = relayed {
                 let message = format!(
                     "the client's answer of {n} bytes is over mcpsum's limit of {limit} bytes"
                 );
@@ -477,19 +548,8 @@ impl Proxy {
             "ping" => return self.reply(id, json!({})).await,
             _ => {}
         }
-        if let Some(what) = &self.quarantine {
-            let message = format!(
-                "mcpsum: server `{}` is quarantined because its surface drifted from mcp.lock ({what}); review the change with `mcpsum verify --name {}`",
-                self.name, self.name
-            );
-            self.audit.note(
-                "refused",
-                json!({"method": method, "decision": "refuse", "reason": "quarantined"}),
-            );
-            let data = json!({"server": self.name, "drift": what, "review": format!("mcpsum verify --name {}", self.name)});
-            return self
-                .reply_error(id, codes::QUARANTINED, &message, Some(data))
-                .await;
+        if self.quarantine.is_some() {
+            return self.refuse_quarantined(id, method).await;
         }
         let list_kind = Kind::ALL.into_iter().find(|k| k.list_method() == method);
         if let Some(kind) = list_kind {
@@ -583,7 +643,42 @@ impl Proxy {
                     .await;
             }
         };
-        self.forward(id, method, params, modern, item).await;
+        let retry = self.retry_for(method, params.as_ref(), modern);
+        self.forward(id, method, params, modern, item, retry).await;
+    }
+
+    /// What to keep of a legacy client's request to a 2026-07-28 server, which may answer it
+    /// with `input_required` (only `tools/call`, `prompts/get` and `resources/read` can).
+    fn retry_for(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        modern_client: bool,
+    ) -> Option<Box<Retry>> {
+        let bridged = self.server_era == Era::Modern
+            && !modern_client
+            && matches!(method, "tools/call" | "prompts/get" | "resources/read");
+        bridged.then(|| {
+            Box::new(Retry {
+                params: params.cloned().unwrap_or_else(|| json!({})),
+                rounds: 0,
+            })
+        })
+    }
+
+    async fn refuse_quarantined(&self, id: &Value, method: &str) {
+        let what = self.quarantine.as_deref().unwrap_or_default();
+        let message = format!(
+            "mcpsum: server `{}` is quarantined because its surface drifted from mcp.lock ({what}); review the change with `mcpsum verify --name {}`",
+            self.name, self.name
+        );
+        self.audit.note(
+            "refused",
+            json!({"method": method, "decision": "refuse", "reason": "quarantined"}),
+        );
+        let data = json!({"server": self.name, "drift": what, "review": format!("mcpsum verify --name {}", self.name)});
+        self.reply_error(id, codes::QUARANTINED, &message, Some(data))
+            .await;
     }
 
     fn uri_locked(&self, u: &str) -> bool {
@@ -603,6 +698,7 @@ impl Proxy {
         params: Option<Value>,
         modern_client: bool,
         item: String,
+        retry: Option<Box<Retry>>,
     ) {
         if self.pending.len() >= MAX_IN_FLIGHT {
             return self
@@ -644,6 +740,7 @@ impl Proxy {
                 item,
                 modern_client,
                 started: Instant::now(),
+                retry,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
@@ -662,8 +759,17 @@ impl Proxy {
                         .cloned()
                         .unwrap_or_else(|| json!({}))
                 } else {
-                    // A legacy client cannot answer input requests through mcpsum yet.
-                    json!({})
+                    // What the legacy client declared and mcpsum can relay as real requests.
+                    let mut caps = Map::new();
+                    if let Some(declared) = &self.client_legacy_caps {
+                        for k in ["elicitation", "sampling", "roots"] {
+                            if let Some(v) = declared.get(k) {
+                                let v = if k == "roots" { json!({}) } else { v.clone() };
+                                caps.insert(k.to_owned(), v);
+                            }
+                        }
+                    }
+                    Value::Object(caps)
                 };
                 with_modern_meta(params, &self.server_version, caps)
             }
@@ -790,6 +896,23 @@ impl Proxy {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
+                let round = self
+                    .rounds
+                    .iter()
+                    .find_map(|(n, r)| (r.client_id == rid).then_some(*n));
+                if let Some(n) = round {
+                    // Mid input round: nothing is pending at the server; forget the round.
+                    if let Some(r) = self.rounds.remove(&n) {
+                        self.relayed.retain(
+                            |_, v| !matches!(v, Relayed::Input { round, .. } if *round == n),
+                        );
+                        self.audit.note(
+                            "call",
+                            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": r.started.elapsed().as_millis() as u64}),
+                        );
+                    }
+                    return;
+                }
                 let sid = self.pending.iter().find_map(|(sid, p)| match p {
                     Pending::Client { client_id, .. } if *client_id == rid => Some(*sid),
                     _ => None,
@@ -831,8 +954,12 @@ impl Proxy {
 
     async fn client_response(&mut self, id: &Value, obj: &Map<String, Value>) {
         let key = id.as_str().map(str::to_owned).unwrap_or_default();
-        let Some(server_id) = self.relayed.remove(&key) else {
-            return self.drop_junk("client", "response to an unknown id");
+        let server_id = match self.relayed.remove(&key) {
+            None => return self.drop_junk("client", "response to an unknown id"),
+            Some(Relayed::Input { round, key }) => {
+                return self.round_answer(round, key, obj).await;
+            }
+            Some(Relayed::Server(server_id)) => server_id,
         };
         let mut msg = json!({"jsonrpc": "2.0", "id": server_id});
         if let Some(r) = obj.get("result") {
@@ -922,7 +1049,7 @@ impl Proxy {
             return self.drop_junk("server", "response to an unknown id");
         };
         match pending {
-            Pending::Listen => {}
+            Pending::Listen => self.listen_ended(obj.contains_key("result")).await,
             Pending::Reread(kind) => self.reread_page(kind, &obj).await,
             Pending::Client {
                 client_id,
@@ -930,14 +1057,39 @@ impl Proxy {
                 item,
                 modern_client,
                 started,
+                retry,
             } => {
-                self.streams.remove(&sid);
+                let stream = self.streams.remove(&sid);
+                if let Some(retry) = retry
+                    && let Some(result) = obj.get("result")
+                    && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+                {
+                    let round = Round {
+                        client_id,
+                        method,
+                        item,
+                        started,
+                        retry,
+                        request_state: result.get("requestState").cloned(),
+                        answers: Map::new(),
+                        outstanding: 0,
+                    };
+                    return self.start_round(round, result.get("inputRequests")).await;
+                }
                 let mut out = json!({"jsonrpc": "2.0", "id": client_id});
                 let ok = if let Some(mut result) = obj.get("result").cloned() {
                     if let Some(r) = self.translate_result(&mut result, modern_client) {
                         out["error"] = r;
                         false
                     } else {
+                        // The end of a client's listen stream names the client's id.
+                        if stream.is_some()
+                            && let Some(meta) =
+                                result.get_mut("_meta").and_then(Value::as_object_mut)
+                            && meta.contains_key(META_SUBSCRIPTION)
+                        {
+                            meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
+                        }
                         out["result"] = result;
                         true
                     }
@@ -1014,7 +1166,8 @@ impl Proxy {
         if self.relayed.len() >= MAX_IN_FLIGHT {
             return self.send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INTERNAL, "message": "too many requests in flight"}})).await;
         }
-        self.relayed.insert(ours.clone(), id.clone());
+        self.relayed
+            .insert(ours.clone(), Relayed::Server(id.clone()));
         let mut msg = json!({"jsonrpc": "2.0", "id": ours, "method": method});
         if let Some(p) = params {
             msg["params"] = p;
@@ -1026,8 +1179,34 @@ impl Proxy {
         let sub = params
             .as_ref()
             .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"))
+            .and_then(|m| m.get(META_SUBSCRIPTION))
             .and_then(Value::as_u64);
+        if method == "notifications/cancelled"
+            && let Some(rid) = params
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(Value::as_u64)
+        {
+            // 2026-07-28: the server ends a listen stream, ours or a client's.
+            if matches!(self.pending.get(&rid), Some(Pending::Listen)) {
+                self.pending.remove(&rid);
+                return self.listen_ended(true).await;
+            }
+            if let Some(client_id) = self.streams.remove(&rid) {
+                self.pending.remove(&rid);
+                let mut p = params.unwrap_or_else(|| json!({}));
+                p["requestId"] = client_id.clone();
+                if p.get("_meta")
+                    .and_then(|m| m.get(META_SUBSCRIPTION))
+                    .is_some()
+                {
+                    p["_meta"][META_SUBSCRIPTION] = client_id;
+                }
+                return self
+                    .send_client(json!({"jsonrpc": "2.0", "method": method, "params": p}))
+                    .await;
+            }
+        }
         let ours = sub.is_some_and(|s| matches!(self.pending.get(&s), Some(Pending::Listen)));
         let list_kind = match method {
             "notifications/tools/list_changed" => Some(vec![Kind::Tool]),
@@ -1056,11 +1235,10 @@ impl Proxy {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                let Some(our) = self
-                    .relayed
-                    .iter()
-                    .find_map(|(k, v)| (*v == rid).then(|| k.clone()))
-                else {
+                let Some(our) = self.relayed.iter().find_map(|(k, v)| match v {
+                    Relayed::Server(v) if *v == rid => Some(k.clone()),
+                    _ => None,
+                }) else {
                     return;
                 };
                 self.relayed.remove(&our);
@@ -1080,9 +1258,7 @@ impl Proxy {
         }
         if let (Some(s), Some(p)) = (sub, params.as_mut()) {
             match self.streams.get(&s) {
-                Some(client_id) => {
-                    p["_meta"]["io.modelcontextprotocol/subscriptionId"] = client_id.clone()
-                }
+                Some(client_id) => p["_meta"][META_SUBSCRIPTION] = client_id.clone(),
                 None => return,
             }
         }
@@ -1091,6 +1267,144 @@ impl Proxy {
             msg["params"] = p;
         }
         self.send_client(msg).await;
+    }
+
+    // ----- input rounds: a 2026-07-28 server, a legacy client -----
+
+    /// Asks the legacy client each question of the server's `input_required` answer as a real
+    /// request (`elicitation/create`, `sampling/createMessage`, `roots/list`); the request is
+    /// retried with the answers once all are in.
+    async fn start_round(&mut self, mut round: Round, requests: Option<&Value>) {
+        round.retry.rounds += 1;
+        let n = self.next_round;
+        self.next_round += 1;
+        let questions: Vec<(String, Value)> = match requests {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => {
+                self.rounds.insert(n, round);
+                return self
+                    .fail_round(n, "the server's inputRequests is not an object")
+                    .await;
+            }
+        };
+        let too_many = round.retry.rounds > MAX_INPUT_ROUNDS
+            || self.rounds.len() >= MAX_IN_FLIGHT
+            || self.relayed.len() + questions.len() > MAX_IN_FLIGHT;
+        self.rounds.insert(n, round);
+        if too_many {
+            let msg = format!(
+                "server `{}` asked for input more than {MAX_INPUT_ROUNDS} times, or too many requests are in flight",
+                self.name
+            );
+            return self.fail_round(n, &msg).await;
+        }
+        let caps = self.client_legacy_caps.clone().unwrap_or_else(|| json!({}));
+        let mut asks = Vec::new();
+        for (key, q) in questions {
+            let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
+            let cap = match method {
+                "elicitation/create" => "elicitation",
+                "sampling/createMessage" => "sampling",
+                "roots/list" => "roots",
+                _ => "",
+            };
+            if cap.is_empty() || caps.get(cap).is_none() {
+                let msg = format!(
+                    "server `{}` asked for `{method}`, which the client did not declare",
+                    self.name
+                );
+                return self.fail_round(n, &msg).await;
+            }
+            let ours = format!("mcpsum-{}", self.next_relay);
+            self.next_relay += 1;
+            let mut msg = json!({"jsonrpc": "2.0", "id": ours, "method": method});
+            if let Some(p) = q.get("params") {
+                msg["params"] = p.clone();
+            }
+            asks.push((ours, key, msg));
+        }
+        if let Some(r) = self.rounds.get_mut(&n) {
+            r.outstanding = asks.len();
+        }
+        if asks.is_empty() {
+            // State only (load shedding): retry at once.
+            return self.retry_round(n).await;
+        }
+        for (ours, key, msg) in asks {
+            self.relayed.insert(ours, Relayed::Input { round: n, key });
+            self.send_client(msg).await;
+        }
+    }
+
+    async fn round_answer(&mut self, n: u64, key: String, obj: &Map<String, Value>) {
+        let Some(result) = obj.get("result") else {
+            let why = obj
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("no result")
+                .to_owned();
+            return self
+                .fail_round(
+                    n,
+                    &format!("the client could not answer the server's question: {why}"),
+                )
+                .await;
+        };
+        let Some(r) = self.rounds.get_mut(&n) else {
+            return;
+        };
+        r.answers.insert(key, result.clone());
+        r.outstanding = r.outstanding.saturating_sub(1);
+        if r.outstanding == 0 {
+            self.retry_round(n).await;
+        }
+    }
+
+    /// Sends the request again, with the answers and the server's `requestState`.
+    async fn retry_round(&mut self, n: u64) {
+        let Some(r) = self.rounds.remove(&n) else {
+            return;
+        };
+        if self.quarantine.is_some() {
+            // The retry is a new request to the server.
+            return self.refuse_quarantined(&r.client_id, &r.method).await;
+        }
+        let mut params = r.retry.params.clone();
+        if let Some(p) = params.as_object_mut() {
+            p.remove("inputResponses");
+            p.remove("requestState");
+            if !r.answers.is_empty() {
+                p.insert("inputResponses".into(), Value::Object(r.answers));
+            }
+            if let Some(state) = r.request_state {
+                p.insert("requestState".into(), state);
+            }
+        }
+        self.forward(
+            &r.client_id,
+            &r.method,
+            Some(params),
+            false,
+            r.item,
+            Some(r.retry),
+        )
+        .await;
+    }
+
+    async fn fail_round(&mut self, n: u64, why: &str) {
+        let Some(r) = self.rounds.remove(&n) else {
+            return;
+        };
+        self.relayed
+            .retain(|_, v| !matches!(v, Relayed::Input { round, .. } if *round == n));
+        self.audit.note(
+            "call",
+            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": why, "duration_ms": r.started.elapsed().as_millis() as u64}),
+        );
+        self.reply_error(&r.client_id, codes::INTERNAL, why, None)
+            .await;
     }
 
     // ----- mid-session drift -----
@@ -1181,6 +1495,11 @@ impl Proxy {
     }
 
     async fn fail_in_flight(&mut self) {
+        let rounds: Vec<u64> = self.rounds.keys().copied().collect();
+        for n in rounds {
+            let msg = format!("server `{}` exited before answering", self.name);
+            self.fail_round(n, &msg).await;
+        }
         let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
         for p in pending {
             if let Pending::Client {
