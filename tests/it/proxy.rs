@@ -1604,3 +1604,186 @@ fn an_oversized_server_answer_fails_its_request() {
         assert_eq!(px.finish(), 0);
     }
 }
+
+#[test]
+fn input_rounds_of_a_modern_server_reach_clients_of_both_eras() {
+    let w = World::new();
+    let t = w.transcript("in");
+    let mut sc = full_scenario(Era::Modern, &t);
+    sc["tools"] = json!([
+        {"name": "elicit_ok", "inputSchema": {"type": "object"}},
+        {"name": "sample_it", "inputSchema": {"type": "object"}},
+        {"name": "echo", "inputSchema": {"type": "object"}}
+    ]);
+    lock(&w, "in", &sc);
+
+    // A legacy client that declared elicitation and sampling gets real requests, and the
+    // server gets the retry with the answers and its own requestState.
+    let mut px = Px::start(&w, "in", Era::Legacy);
+    px.request(
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}, "sampling": {}},
+               "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    for (id, tool, method, answer) in [
+        (
+            "e",
+            "elicit_ok",
+            "elicitation/create",
+            json!({"action": "accept", "content": {"ok": true}}),
+        ),
+        (
+            "s",
+            "sample_it",
+            "sampling/createMessage",
+            json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+        ),
+    ] {
+        px.send_request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": {"k": 1}}),
+        );
+        let req = loop {
+            let m = px
+                .recv(Duration::from_secs(10))
+                .unwrap_or_else(|| panic!("no {method} for {tool}: {:#?}", px.seen));
+            if m["method"] == method {
+                break m;
+            }
+            px.seen.push(m);
+        };
+        assert!(req["id"].is_string(), "{req:#}");
+        px.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": answer}));
+        let r = px.response(&json!(id));
+        let got: Value = serde_json::from_str(&text_of(&r)).unwrap();
+        assert_eq!(got, json!({"input": answer}), "{tool}");
+        assert!(
+            result_of(&r).get("resultType").is_none(),
+            "legacy shape: {r:#}"
+        );
+        let retry = received(&t)
+            .into_iter()
+            .filter(|m| m["params"]["name"] == tool)
+            .last()
+            .unwrap();
+        assert_eq!(
+            retry["params"]["requestState"],
+            format!("fake-state:{tool}")
+        );
+        assert_eq!(retry["params"]["arguments"], json!({"k": 1}));
+    }
+    // A declined elicitation is the client's answer too; an error answer fails the call.
+    px.send_request(
+        json!("d"),
+        "tools/call",
+        json!({"name": "elicit_ok", "arguments": {}}),
+    );
+    let req = loop {
+        let m = px.recv(Duration::from_secs(10)).expect("an elicitation");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    px.send(&json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -1, "message": "no UI"}}));
+    let r = px.response(&json!("d"));
+    assert!(
+        error_of(&r)["message"].as_str().unwrap().contains("no UI"),
+        "{r:#}"
+    );
+    assert_eq!(px.finish(), 0);
+
+    // A legacy client without the capability: the server is told so and says what it needs.
+    let mut px = Px::start(&w, "in", Era::Legacy);
+    px.hello();
+    let r = px.call(json!(1), "elicit_ok", json!({}));
+    assert_eq!(error_of(&r)["code"], -32021, "{r:#}");
+    assert_eq!(px.finish(), 0);
+
+    // A 2026-07-28 client gets the input_required result itself and retries.
+    let mut px = Px::start(&w, "in", Era::Modern);
+    px.hello();
+    let caps = json!({"elicitation": {"form": {}}});
+    let params = px.params_caps(json!({"name": "elicit_ok", "arguments": {}}), caps.clone());
+    px.send(&json!({"jsonrpc": "2.0", "id": "m1", "method": "tools/call", "params": params}));
+    let r = px.response(&json!("m1"));
+    let res = result_of(&r);
+    assert_eq!(res["resultType"], "input_required", "{r:#}");
+    let state = res["requestState"].clone();
+    let mut params = px.params_caps(json!({"name": "elicit_ok", "arguments": {}}), caps);
+    params["inputResponses"] = json!({"input": {"action": "decline"}});
+    params["requestState"] = state;
+    px.send(&json!({"jsonrpc": "2.0", "id": "m2", "method": "tools/call", "params": params}));
+    let r = px.response(&json!("m2"));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text_of(&r)).unwrap(),
+        json!({"input": {"action": "decline"}})
+    );
+    assert_eq!(px.finish(), 0);
+}
+
+#[test]
+fn listen_streams_ended_by_the_server_are_remapped_and_mcpsums_own_reopened() {
+    let w = World::new();
+    let script = crate::support::repo().join("tests/it/clients/listen_server.py");
+    w.run(&[
+        "lock",
+        "--name",
+        "ls",
+        "--",
+        PYTHON,
+        script.to_str().unwrap(),
+    ])
+    .code(0);
+    let mut px = Px::start(&w, "ls", Era::Modern);
+    px.hello();
+    let listens = |px: &mut Px, id: &str| -> u64 {
+        text_of(&px.call(json!(id), "listens", json!({})))
+            .parse()
+            .unwrap()
+    };
+    // mcpsum's own stream is open before any client request.
+    assert_eq!(listens(&mut px, "n0"), 1);
+    for (n, how) in [(1, "cancel"), (2, "result")] {
+        let lid = format!("L{n}");
+        px.send_request(
+            json!(lid),
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": ["notes://x"]}}),
+        );
+        let r = px.call(json!(format!("end{n}")), "end_streams", json!({"how": how}));
+        assert_eq!(text_of(&r), "ended 2", "{how}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let end = loop {
+            let hit = px.seen.iter().position(|m| match how {
+                "cancel" => {
+                    m["method"] == "notifications/cancelled" && m["params"]["requestId"] == lid
+                }
+                _ => m.get("method").is_none() && m["id"] == lid,
+            });
+            if let Some(i) = hit {
+                break px.seen.remove(i);
+            }
+            let m = px.recv(deadline.saturating_duration_since(Instant::now()));
+            px.seen
+                .push(m.unwrap_or_else(|| panic!("{how}: no end of {lid}: {:#?}", px.seen)));
+        };
+        let tag = match how {
+            "cancel" => &end["params"]["_meta"][META_SUB],
+            _ => &end["result"]["_meta"][META_SUB],
+        };
+        assert_eq!(tag, &json!(lid), "{how}: {end:#}");
+        // mcpsum opened its own stream again: 1 + (client + reopen) per round.
+        assert_eq!(listens(&mut px, &format!("n{n}")), 1 + 2 * n, "{how}");
+    }
+    assert!(
+        !px.seen.iter().any(
+            |m| m["method"] == "notifications/subscriptions/acknowledged"
+                && m["params"]["_meta"][META_SUB].is_u64()
+        ),
+        "mcpsum's own stream stays its own: {:#?}",
+        px.seen
+    );
+    assert_eq!(px.finish(), 0);
+}
