@@ -81,15 +81,12 @@ fn hundred_megabyte_line_is_refused_without_oom() {
     let status_path = format!("/proc/{}/status", child.id());
     let mut peak_kib = 0u64;
     let status = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_path) {
-            if let Some(kib) = text
-                .lines()
+        let sampled = std::fs::read_to_string(&status_path).ok().and_then(|text| {
+            text.lines()
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak_kib = peak_kib.max(kib);
-            }
-        }
+        });
+        peak_kib = peak_kib.max(sampled.unwrap_or(0));
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }

@@ -3,6 +3,11 @@
 //!
 //! Run: `cargo test -p mcpsum --test it`. Set `MCPSUM_REQUIRE_REAL_SERVERS=1` to make a missing
 //! `target/test-deps` a failure instead of a skip (CI does).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test that cannot set up its world should fail loudly, right there"
+)]
 
 mod bad_input;
 mod crash;
