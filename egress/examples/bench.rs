@@ -52,45 +52,58 @@ async fn main() {
         std::hint::black_box(r.to_json_line());
         Ok(())
     });
-    let config = Arc::new(EgressConfig::new(
-        "bench",
-        "s",
-        Allowlist::parse(&allow).unwrap(),
-    ));
+    let config = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
+    let mut copying = config.clone();
+    copying.limits.zero_copy = false;
+    let listener_copy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_copy = listener_copy.local_addr().unwrap();
+    let never = std::future::pending::<()>;
     tokio::spawn(serve(
         listener,
-        config,
+        Arc::new(config),
+        resolver.clone(),
+        audit.clone(),
+        never(),
+    ));
+    tokio::spawn(serve(
+        listener_copy,
+        Arc::new(copying),
         resolver,
         audit,
-        std::future::pending(),
+        never(),
     ));
 
     let hello = client_hello("127.0.0.1");
     println!("egress bench: {mib} MiB per transfer, {CHUNK} B writes, best of 3");
     println!(
-        "{:<44} {:>10} {:>10} {:>7}",
-        "throughput", "direct", "proxied", "ratio"
+        "{:<44} {:>10} {:>17} {:>17}",
+        "throughput", "direct", "proxied (splice)", "proxied (copy)"
     );
-    let mut raw = (0f64, 0f64);
-    let mut tls = (0f64, 0f64);
+    let mut raw = (0f64, 0f64, 0f64);
+    let mut tls = (0f64, 0f64, 0f64);
     for _ in 0..3 {
         raw.0 = raw.0.max(raw_transfer(raw_sink, None, total).await);
         raw.1 = raw
             .1
             .max(raw_transfer(proxy, Some((raw_sink, &hello)), total).await);
+        raw.2 = raw
+            .2
+            .max(raw_transfer(proxy_copy, Some((raw_sink, &hello)), total).await);
         tls.0 = tls
             .0
             .max(tls_transfer(&pki.ca, tls_sink, None, total).await);
         tls.1 = tls
             .1
             .max(tls_transfer(&pki.ca, proxy, Some(tls_sink), total).await);
+        tls.2 = tls
+            .2
+            .max(tls_transfer(&pki.ca, proxy_copy, Some(tls_sink), total).await);
     }
-    let row = |name: &str, (d, p): (f64, f64)| {
+    let row = |name: &str, (d, p, c): (f64, f64, f64)| {
         println!(
-            "{name:<44} {:>7.0} MB/s {:>5.0} MB/s {:>6.1}%",
-            d,
-            p,
-            100.0 * p / d
+            "{name:<44} {d:>5.0} MB/s {p:>5.0} MB/s {:>5.1}% {c:>5.0} MB/s {:>5.1}%",
+            100.0 * p / d,
+            100.0 * c / d
         );
     };
     row("raw TCP bytes after a ClientHello (relay only)", raw);

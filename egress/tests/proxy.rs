@@ -33,7 +33,7 @@ struct Proxy {
 impl Proxy {
     async fn start(allow: &[String], resolver: Arc<dyn Resolver>) -> Proxy {
         let (audit, records) = memory_audit();
-        Self::start_with(allow, resolver, audit, records).await
+        Self::start_with(allow, resolver, audit, records, |_| {}).await
     }
 
     async fn start_with(
@@ -41,6 +41,7 @@ impl Proxy {
         resolver: Arc<dyn Resolver>,
         audit: AuditSink,
         records: Arc<Mutex<Vec<EgressRecord>>>,
+        tweak: impl FnOnce(&mut EgressConfig),
     ) -> Proxy {
         // As in production: a std listener made non-blocking, then handed to tokio.
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -49,6 +50,7 @@ impl Proxy {
         let listener = TcpListener::from_std(std_listener).unwrap();
         let mut config = EgressConfig::new("gh", "sess-1", Allowlist::parse(allow).unwrap());
         config.timeouts.hello = Duration::from_secs(2);
+        tweak(&mut config);
         let (tx, rx) = oneshot::channel::<()>();
         let done = tokio::spawn(serve(listener, Arc::new(config), resolver, audit, async {
             let _ = rx.await;
@@ -111,16 +113,29 @@ fn seen(r: &EgressRecord) -> Seen {
 
 #[tokio::test]
 async fn allowed_name_tunnels_end_to_end() {
+    allowed_name_tunnel(true).await;
+}
+
+#[tokio::test]
+async fn allowed_name_tunnels_end_to_end_with_the_copying_relay() {
+    allowed_name_tunnel(false).await;
+}
+
+async fn allowed_name_tunnel(zero_copy: bool) {
     let pki = pki(&["test.example"]);
     let upstream = tls_server(pki.server.clone(), Mode::Echo).await;
     let port = upstream.port();
     let resolver = FakeResolver::with(&[("test.example", &["::1", "127.0.0.1"])]);
-    let proxy = Proxy::start(
+    let (audit, records) = memory_audit();
+    let proxy = Proxy::start_with(
         &strings(&[
             &format!("test.example:{port}"),
             &format!("127.0.0.1:{port}"),
         ]),
         resolver.clone(),
+        audit,
+        records,
+        |c| c.limits.zero_copy = zero_copy,
     )
     .await;
 
@@ -574,6 +589,7 @@ async fn audit_failure_fails_closed() {
         FakeResolver::with(&[]),
         audit,
         records,
+        |_| {},
     )
     .await;
     let addr = proxy.addr;
@@ -589,4 +605,56 @@ async fn audit_failure_fails_closed() {
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "listener closed"
     );
+}
+
+#[tokio::test]
+async fn unresolvable_name_is_502() {
+    let resolver = FakeResolver::with(&[]);
+    let proxy = Proxy::start(&strings(&["gone.example:443"]), resolver.clone()).await;
+    let (mut s, status, _) = connect_via(proxy.addr, &connect_request("gone.example:443")).await;
+    assert_eq!(status, 502);
+    assert!(
+        read_rest(&mut s)
+            .await
+            .contains("resolving `gone.example` failed")
+    );
+    let r = &wait_records(&proxy.records, 1).await[0];
+    assert_eq!((r.decision, r.reason), (Decision::Deny, Reason::DnsError));
+    assert_eq!(resolver.calls.load(Ordering::SeqCst), 1);
+    proxy.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn connection_cap_queues_further_clients() {
+    let (audit, records) = memory_audit();
+    let proxy = Proxy::start_with(
+        &strings(&["test.example:443"]),
+        FakeResolver::with(&[]),
+        audit,
+        records,
+        |c| {
+            c.limits.max_connections = 1;
+            c.timeouts.head = Duration::from_millis(300);
+        },
+    )
+    .await;
+    // The first client says nothing and holds the only slot until its head times out.
+    let mut idle = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let (_s, status, _) = connect_via(proxy.addr, "GET / HTTP/1.1\r\n\r\n").await;
+    assert_eq!(status, 405);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "served only after the slot freed"
+    );
+    let mut head = String::new();
+    let _ = idle.read_to_string(&mut head).await;
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    let records = wait_records(&proxy.records, 2).await;
+    assert_eq!(
+        records.iter().map(|r| r.reason).collect::<Vec<_>>(),
+        vec![Reason::Timeout, Reason::Method]
+    );
+    proxy.stop().await.unwrap();
 }
