@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{World, assert_unchanged, bundled_scenario};
+use crate::support::{World, assert_unchanged};
 
 fn tools(n: usize) -> Value {
     (0..n)
@@ -11,30 +11,38 @@ fn tools(n: usize) -> Value {
         .collect()
 }
 
-/// Locks `good` (the example) and `victim` (a plain server), then turns `victim`'s scenario
-/// hostile and re-locks it with its recorded command; also tries a new entry with the hostile
-/// scenario. Both must fail with exit 2, name the server, and change nothing.
-fn assert_hostile(hostile: &Value, extra: &[&str], needles: &[&str]) {
+/// A world with `victim` (a plain server) locked, then its scenario turned hostile. Returns the
+/// lockfile's bytes before anything hostile ran and the scenario path.
+fn hostile_world(hostile: &Value) -> (World, Vec<u8>, std::path::PathBuf) {
     let w = World::new();
-    w.lock_fake("good", &bundled_scenario("example.json"), &[])
-        .code(0);
     let mut base = json!({"tools": tools(5)});
     let s = w.scenario("victim", &base);
     w.lock_fake("victim", &s, &[]).code(0);
     let before = w.lock_bytes();
-
     for (k, v) in hostile.as_object().unwrap() {
         base[k] = v.clone();
     }
     w.scenario("victim", &base);
+    (w, before, s)
+}
+
+/// Re-locking `victim` with its recorded command fails with exit 2, names it, changes nothing.
+fn relock_fails(w: &World, before: &[u8], extra: &[&str], needles: &[&str]) {
     let mut args = vec!["lock", "--name", "victim"];
     args.extend_from_slice(extra);
     let r = w.run(&args);
     r.code(2)
         .stderr_has(&["cannot lock server `victim`"])
         .stderr_has(needles);
-    assert_unchanged(&w, &before, &format!("re-lock with {hostile}"));
+    assert_unchanged(w, before, "re-lock of a hostile server");
+}
 
+/// Turns `victim`'s scenario hostile and re-locks it; also tries a new entry `fresh` with the
+/// hostile scenario (era detection from scratch). Both must fail with exit 2, name the server,
+/// pin nothing and leave the lockfile byte-identical.
+fn assert_hostile(hostile: &Value, extra: &[&str], needles: &[&str]) {
+    let (w, before, s) = hostile_world(hostile);
+    relock_fails(&w, &before, extra, needles);
     let r = w.lock_fake("fresh", &s, extra);
     r.code(2)
         .stderr_has(&["cannot lock server `fresh`"])
@@ -57,25 +65,19 @@ fn non_json_line() {
 
 #[test]
 fn hundred_megabyte_line_is_refused_without_oom() {
-    // 100 MB > the 64 MiB per-message limit: skipped while reading, never buffered.
+    // 100 MB > the 64 MiB per-message limit: skipped while reading, never buffered whole.
     let hostile = json!({"hostile": {"hugeLineBytes": 104_857_600, "hugeLineOn": "tools/list"}});
-    assert_hostile(
-        &hostile,
-        &[],
-        &["104857600 bytes", "the limit is 67108864 bytes"],
-    );
+    let needles = ["104857600 bytes", "the limit is 67108864 bytes"];
+    let (w, before, s) = hostile_world(&hostile);
+    relock_fails(&w, &before, &[], &needles);
 
-    // mcpsum's own peak memory stays far below the line's size: sample its VmHWM while it runs.
-    let w = World::new();
-    let mut scen = json!({"tools": tools(1)});
-    scen["hostile"] = hostile["hostile"].clone();
-    let s = w.scenario("huge", &scen);
+    // A new entry, with mcpsum's peak memory sampled (VmHWM) while it runs.
     let mut child = w
         .cmd()
-        .args(["lock", "--name", "huge", "--"])
+        .args(["lock", "--name", "fresh", "--"])
         .args(crate::support::fake_argv(&s))
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let status_path = format!("/proc/{}/status", child.id());
@@ -92,7 +94,13 @@ fn hundred_megabyte_line_is_refused_without_oom() {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     };
-    assert_eq!(status.code(), Some(2), "exit 2, not killed");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "exit 2, not killed: {stderr}");
+    for n in ["cannot lock server `fresh`", needles[0], needles[1]] {
+        assert!(stderr.contains(n), "stderr lacks {n:?}: {stderr}");
+    }
+    assert_unchanged(&w, &before, "new entry with a 100 MB line");
     assert!(peak_kib > 0, "sampled /proc");
     // The reader may hold up to the 64 MiB limit before it gives up on a line, never the whole
     // 100 MB line.
