@@ -141,7 +141,15 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         max_message: opts.max_message,
     };
     proxy.check_start(&live);
-    if proxy.server_era == Era::Modern {
+    // A 2026-07-28 server announces changes only on a listen stream, and only for the kinds
+    // whose capability has `listChanged` (mcp-server-time has none and refuses the stream).
+    let announces = ["tools", "prompts", "resources"].iter().any(|k| {
+        proxy.entry.capabilities[k]
+            .get("listChanged")
+            .and_then(Value::as_bool)
+            == Some(true)
+    });
+    if proxy.server_era == Era::Modern && announces {
         proxy.open_listen().await;
     }
 
