@@ -317,3 +317,23 @@ fn values_of_passed_variables_are_never_written() {
     assert!(!bytes.contains("hunter2"));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"));
 }
+
+#[test]
+fn unsorted_items_and_stray_digests() {
+    let w = two_servers();
+    let mut v = w.lock_json();
+    v["servers"]["notes"]["tools"]
+        .as_array_mut()
+        .unwrap()
+        .reverse();
+    v["servers"]["notes"]["digests"]["prompts"]["ghost"] =
+        json!(format!("sha256:{}", "1".repeat(64)));
+    write_json(&w, &v);
+    refused_everywhere(
+        &w,
+        &[
+            "servers.notes.tools: items are not sorted by `name`",
+            "server `notes`, prompt `ghost`: digest recorded for an item that is not in `prompts`",
+        ],
+    );
+}

@@ -195,6 +195,19 @@ fn era_change_is_definitional_drift() {
 }
 
 #[test]
+fn era_change_back_to_legacy_is_definitional_drift() {
+    // Locked from a dual server in 2026-07-28; the server drops the new era.
+    let w = World::new();
+    let s = w.scenario("m", &json!({"era": "dual", "tools": tools()}));
+    w.lock_fake("m", &s, &[]).code(0);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+    w.scenario("m", &json!({"era": "legacy", "tools": tools()}));
+    w.run(&["verify"])
+        .code(1)
+        .stdout_has(&["drift m:", "era", "legacy (initialize)"]);
+}
+
+#[test]
 fn modern_server_dropping_the_locked_version_fails_verification() {
     let w = World::new();
     let s = w.scenario("m", &json!({"era": "modern", "tools": tools()}));

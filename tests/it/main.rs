@@ -18,5 +18,6 @@ mod lock;
 mod proxy;
 mod real;
 mod relock;
+mod roundtrip;
 mod support;
 mod verify;
