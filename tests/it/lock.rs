@@ -335,3 +335,26 @@ fn lock_without_command_for_a_new_entry_is_refused() {
     ]);
     assert!(!w.lockfile().exists());
 }
+
+#[test]
+fn closed_stdout_pipe_ends_show_quietly() {
+    // `mcpsum show | head -0`: the reader is gone before mcpsum writes; exit 0, no error.
+    let w = World::new();
+    let s = w.scenario("big", &json!({"generateTools": 1000, "pageSize": 500}));
+    w.lock_fake("big", &s, &[]).code(0);
+    let mut child = w
+        .cmd()
+        .arg("show")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("error"),
+        "{stderr}"
+    );
+}
