@@ -57,9 +57,47 @@ pub enum Command {
         after_help = "Client config example:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
     Proxy(ProxyArgs),
+    /// Print taint labels for a server from its locked annotations, for review.
+    #[command(
+        after_help = "Example:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
+    )]
+    SuggestPolicy(SuggestArgs),
+    /// Client sessions and their taint.
+    #[command(subcommand)]
+    Taint(TaintCommand),
     /// Sandbox tools.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+/// `mcpsum suggest-policy`.
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// The server to label.
+    #[arg(long)]
+    pub name: String,
+}
+
+/// `mcpsum taint ...`.
+#[derive(Debug, Subcommand)]
+pub enum TaintCommand {
+    /// Show each client session: client, servers, taint and approvals.
+    List {
+        /// Print one JSON document on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Clear the taint of a session (only from a terminal).
+    #[command(
+        after_help = "Examples:\n  mcpsum taint reset 4242-123456\n  mcpsum taint reset --all"
+    )]
+    Reset {
+        /// The session id from `mcpsum taint list`.
+        session: Option<String>,
+        /// Every session.
+        #[arg(long, conflicts_with = "session")]
+        all: bool,
+    },
 }
 
 /// `mcpsum sandbox ...`.

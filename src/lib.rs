@@ -15,6 +15,7 @@ pub mod paths;
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;
+pub mod taint;
 
 pub use error::{Error, Exit, Result};
 
@@ -25,6 +26,11 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
         cli::Command::Show(a) => commands::show::run(lockfile, a),
+        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
+        cli::Command::Taint(cli::TaintCommand::List { json }) => commands::taint::list(*json),
+        cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
+            commands::taint::reset(session.as_deref(), *all)
+        }
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
             commands::sandbox::run(lockfile, a).await
         }

@@ -3,6 +3,7 @@
 pub mod lock;
 pub mod sandbox;
 pub mod show;
+pub mod taint;
 pub mod verify;
 
 use std::path::Path;

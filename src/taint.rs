@@ -1,0 +1,593 @@
+//! Taint tracking (I6): labels, the per-client-session state shared by every proxy of a client,
+//! and the unforgeable approval state handed to 2026-07-28 clients.
+//!
+//! A session's state lives in `<state dir>/taint/<session>.json`; every proxy of that client
+//! updates it under an advisory lock on `<session>.lock` and replaces it atomically. A proxy keeps
+//! the last state it read and re-reads only when the file's modification time or size changed, so
+//! the check on a clean session costs one `stat`. The state directory is never writable from a
+//! sandbox (the sandbox refuses write rules that cover it), so a server cannot clear its own taint.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use hmac::{KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::lockfile::{PROMPTS_WILDCARD, RESOURCES_WILDCARD, ServerEntry, Sha256Digest};
+use crate::session::Session;
+
+/// What a call is, for labelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call<'a> {
+    /// `tools/call` of this tool.
+    Tool(&'a str),
+    /// `resources/read`.
+    ResourceRead,
+    /// `prompts/get`.
+    PromptGet,
+}
+
+impl Call<'_> {
+    /// The label that names this call in `policy.taint`.
+    pub fn label(&self) -> &str {
+        match self {
+            Call::Tool(name) => name,
+            Call::ResourceRead => RESOURCES_WILDCARD,
+            Call::PromptGet => PROMPTS_WILDCARD,
+        }
+    }
+}
+
+/// A server's taint labels.
+#[derive(Debug, Clone, Default)]
+pub struct Labels {
+    sources: BTreeSet<String>,
+    sinks: BTreeSet<String>,
+}
+
+impl Labels {
+    /// The labels of a locked entry (empty without `policy.taint`).
+    pub fn of(entry: &ServerEntry) -> Self {
+        entry.taint().map_or_else(Self::default, |t| Self {
+            sources: t.sources.iter().cloned().collect(),
+            sinks: t.sinks.iter().cloned().collect(),
+        })
+    }
+
+    /// Whether a successful result of `call` taints the session.
+    pub fn is_source(&self, call: Call<'_>) -> bool {
+        self.sources.contains(call.label())
+    }
+
+    /// Whether `call` needs approval while the session is tainted.
+    pub fn is_sink(&self, call: Call<'_>) -> bool {
+        self.sinks.contains(call.label())
+    }
+
+    /// Whether any label is set.
+    pub fn any(&self) -> bool {
+        !self.sources.is_empty() || !self.sinks.is_empty()
+    }
+}
+
+/// Where and when a session was tainted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintMark {
+    /// The server whose source result reached the client.
+    pub server: String,
+    /// The source (tool name, `resources:*` or `prompts:*`) and its item.
+    pub item: String,
+    /// When (RFC 3339).
+    pub ts: String,
+}
+
+/// Approval counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approvals {
+    /// Prompts shown.
+    pub asked: u64,
+    /// Calls the person allowed.
+    pub accepted: u64,
+    /// Calls the person declined or dismissed, or that timed out.
+    pub declined: u64,
+    /// Calls refused without a prompt (the client cannot show one).
+    pub refused: u64,
+}
+
+/// One client session's state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    /// `<pid>-<starttime>` of the client process.
+    pub session: String,
+    /// The client's pid.
+    pub client_pid: u32,
+    /// The client's start time (clock ticks since boot).
+    pub client_start: u64,
+    /// The client's `clientInfo` name and version, once known.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// When the first proxy of the session started.
+    pub started: String,
+    /// Servers proxied in this session.
+    #[serde(default)]
+    pub servers: BTreeSet<String>,
+    /// Set once a source's result reached the client.
+    #[serde(default)]
+    pub taint: Option<TaintMark>,
+    /// Approval counts.
+    #[serde(default)]
+    pub approvals: Approvals,
+}
+
+impl SessionState {
+    fn new(session: &Session) -> Self {
+        Self {
+            session: session.id.clone(),
+            client_pid: session.client_pid,
+            client_start: session.client_start,
+            client: None,
+            started: crate::audit::now_rfc3339(),
+            servers: BTreeSet::new(),
+            taint: None,
+            approvals: Approvals::default(),
+        }
+    }
+}
+
+/// The taint directory inside the state directory.
+pub fn taint_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("taint")
+}
+
+/// One session's state, shared through the file system by every proxy of the client.
+pub struct SessionStore {
+    path: PathBuf,
+    lock_path: PathBuf,
+    session: Session,
+    cache: Option<(SystemTime, u64, SessionState)>,
+}
+
+impl SessionStore {
+    /// Opens (creating the directory, mode 0700) the store of `session`.
+    pub fn open(state_dir: &Path, session: &Session) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = taint_dir(state_dir);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        Ok(Self {
+            path: dir.join(format!("{}.json", session.id)),
+            lock_path: dir.join(format!("{}.lock", session.id)),
+            session: session.clone(),
+            cache: None,
+        })
+    }
+
+    /// Applies `f` to the state under the session's lock and writes it back atomically.
+    pub fn update<R>(&mut self, f: impl FnOnce(&mut SessionState) -> R) -> std::io::Result<R> {
+        let lock = lock_file(&self.lock_path)?;
+        let mut state = read_state(&self.path)?.unwrap_or_else(|| SessionState::new(&self.session));
+        let out = f(&mut state);
+        write_state(&self.path, &state)?;
+        drop(lock);
+        self.remember(state);
+        Ok(out)
+    }
+
+    fn remember(&mut self, state: SessionState) {
+        if let Ok(meta) = std::fs::metadata(&self.path) {
+            if let Ok(mtime) = meta.modified() {
+                self.cache = Some((mtime, meta.len(), state));
+                return;
+            }
+        }
+        self.cache = None;
+    }
+
+    /// The current state; re-read from disk only when the file changed since the last read.
+    pub fn current(&mut self) -> std::io::Result<SessionState> {
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(SessionState::new(&self.session));
+            }
+            Err(e) => return Err(e),
+        };
+        let mtime = meta.modified()?;
+        if let Some((t, len, state)) = &self.cache {
+            if *t == mtime && *len == meta.len() {
+                return Ok(state.clone());
+            }
+        }
+        let state = read_state(&self.path)?.unwrap_or_else(|| SessionState::new(&self.session));
+        self.cache = Some((mtime, meta.len(), state.clone()));
+        Ok(state)
+    }
+
+    /// The taint mark, if the session is tainted.
+    pub fn tainted(&mut self) -> std::io::Result<Option<TaintMark>> {
+        Ok(self.current()?.taint)
+    }
+}
+
+fn lock_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    f.lock()?;
+    Ok(f)
+}
+
+fn read_state(path: &Path) -> std::io::Result<Option<SessionState>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::other(format!("`{}` is damaged: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_state(path: &Path, state: &SessionState) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".taint.")
+        .tempfile_in(dir)?;
+    let mut bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    tmp.write_all(&bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Every session's state in `state_dir`, with whether its client still runs. Sessions whose
+/// client is gone and whose file is older than a day are removed.
+pub fn list_sessions(state_dir: &Path) -> std::io::Result<Vec<(SessionState, bool)>> {
+    let dir = taint_dir(state_dir);
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(Some(state)) = read_state(&path) else {
+            continue;
+        };
+        let alive = crate::session::alive(state.client_pid, state.client_start);
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(24 * 3600));
+        if !alive && old {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(path.with_extension("lock"));
+            continue;
+        }
+        out.push((state, alive));
+    }
+    out.sort_by(|a, b| a.0.started.cmp(&b.0.started));
+    Ok(out)
+}
+
+/// Clears the taint of one session (or all); returns how many were cleared.
+pub fn reset(state_dir: &Path, session: Option<&str>) -> std::io::Result<usize> {
+    let dir = taint_dir(state_dir);
+    let mut cleared = 0;
+    for (state, _) in list_sessions(state_dir)? {
+        if session.is_some_and(|s| s != state.session) {
+            continue;
+        }
+        let path = dir.join(format!("{}.json", state.session));
+        let lock = lock_file(&dir.join(format!("{}.lock", state.session)))?;
+        if let Some(mut fresh) = read_state(&path)? {
+            if fresh.taint.take().is_some() {
+                cleared += 1;
+            }
+            write_state(&path, &fresh)?;
+        }
+        drop(lock);
+    }
+    Ok(cleared)
+}
+
+/// The digest that binds an approval to a call's arguments.
+pub fn arguments_digest(arguments: Option<&Value>) -> Sha256Digest {
+    Sha256Digest::of_json(arguments.unwrap_or(&Value::Null))
+}
+
+/// How long a 2026-07-28 client has to answer mcpsum's approval question.
+pub const APPROVAL_TTL: Duration = Duration::from_secs(600);
+
+/// Mints and checks `requestState` tokens for 2026-07-28 approvals: HMAC-SHA256 over the server,
+/// tool, arguments digest, expiry and a nonce, under a key that never leaves this process. A
+/// token is accepted once (replays are refused) and only for the exact call it was minted for.
+pub struct Approver {
+    key: [u8; 32],
+    used: HashMap<String, SystemTime>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Claims {
+    server: String,
+    tool: String,
+    args: String,
+    exp: u64,
+    nonce: String,
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// Why a `requestState` was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenError {
+    /// Not a token mcpsum minted, or altered.
+    Forged,
+    /// Minted for another call.
+    WrongCall,
+    /// Past its expiry.
+    Expired,
+    /// Used before.
+    Replayed,
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TokenError::Forged => "the approval state was not issued by this mcpsum or was altered",
+            TokenError::WrongCall => "the approval state was issued for a different call",
+            TokenError::Expired => "the approval state expired",
+            TokenError::Replayed => "the approval state was already used",
+        })
+    }
+}
+
+impl Approver {
+    /// A fresh random key.
+    pub fn new() -> std::io::Result<Self> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(Self {
+            key,
+            used: HashMap::new(),
+        })
+    }
+
+    fn mac(&self, payload: &[u8]) -> Vec<u8> {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable_key());
+        mac.update(payload);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// A token for this call.
+    pub fn mint(&self, server: &str, tool: &str, args: &Sha256Digest) -> String {
+        let mut nonce = [0u8; 16];
+        let _ = getrandom::fill(&mut nonce);
+        let exp = (SystemTime::now() + APPROVAL_TTL)
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let claims = Claims {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            args: args.to_string(),
+            exp,
+            nonce: hex::encode(nonce),
+        };
+        let payload = serde_json::to_vec(&claims).unwrap_or_default();
+        format!(
+            "mcpsum1.{}.{}",
+            hex::encode(&payload),
+            hex::encode(self.mac(&payload))
+        )
+    }
+
+    /// Checks a token against the call it comes back with; consumes it on success.
+    pub fn check(
+        &mut self,
+        token: &str,
+        server: &str,
+        tool: &str,
+        args: &Sha256Digest,
+    ) -> Result<(), TokenError> {
+        let mut parts = token.split('.');
+        let (Some("mcpsum1"), Some(p), Some(m), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(TokenError::Forged);
+        };
+        let (Ok(payload), Ok(mac)) = (hex::decode(p), hex::decode(m)) else {
+            return Err(TokenError::Forged);
+        };
+        let mut verifier = <HmacSha256 as KeyInit>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable_key());
+        verifier.update(&payload);
+        verifier
+            .verify_slice(&mac)
+            .map_err(|_| TokenError::Forged)?;
+        let claims: Claims = serde_json::from_slice(&payload).map_err(|_| TokenError::Forged)?;
+        if claims.server != server || claims.tool != tool || claims.args != args.to_string() {
+            return Err(TokenError::WrongCall);
+        }
+        let now = SystemTime::now();
+        let exp = SystemTime::UNIX_EPOCH + Duration::from_secs(claims.exp);
+        if now > exp {
+            return Err(TokenError::Expired);
+        }
+        self.used.retain(|_, e| *e > now);
+        if self.used.insert(claims.nonce, exp).is_some() {
+            return Err(TokenError::Replayed);
+        }
+        Ok(())
+    }
+}
+
+#[expect(
+    clippy::panic,
+    reason = "HMAC accepts keys of any length; this cannot happen"
+)]
+fn unreachable_key() -> HmacSha256 {
+    panic!("HMAC rejected a 32-byte key")
+}
+
+/// The text of the approval prompt: server, tool, arguments (pretty, truncated), and the source
+/// that tainted the session.
+pub fn prompt_text(
+    server: &str,
+    tool: &str,
+    arguments: Option<&Value>,
+    mark: &TaintMark,
+) -> String {
+    let mut args =
+        serde_json::to_string_pretty(arguments.unwrap_or(&Value::Null)).unwrap_or_default();
+    const MAX: usize = 1200;
+    if args.chars().count() > MAX {
+        args = args.chars().take(MAX).collect::<String>() + "\n… (truncated)";
+    }
+    format!(
+        "mcpsum: server `{server}` wants to run `{tool}` with these arguments:\n{args}\n\nThis session read untrusted content earlier: `{}` on server `{}` at {}. That content may be trying to steer this call. Allow it?",
+        mark.item, mark.server, mark.ts
+    )
+}
+
+/// The elicitation schema of the approval prompt.
+pub fn prompt_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"approve": {"type": "boolean", "title": "Allow this call", "default": false}},
+        "required": ["approve"]
+    })
+}
+
+/// Whether an `ElicitResult` approves: `accept` with `approve: true`, nothing else.
+pub fn approves(result: &Value) -> bool {
+    result.get("action").and_then(Value::as_str) == Some("accept")
+        && result.get("content").and_then(|c| c.get("approve")) == Some(&Value::Bool(true))
+}
+
+/// `suggest-policy`: labels from the locked annotations, conservatively; reasons per tool.
+pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
+    let mut sources = Vec::new();
+    let mut sinks = Vec::new();
+    let mut reasons = Vec::new();
+    for tool in &entry.tools {
+        let Some(name) = crate::lockfile::Kind::Tool.key_of(tool) else {
+            continue;
+        };
+        let ann = tool.get("annotations");
+        let hint = |h: &str| ann.and_then(|a| a.get(h)).and_then(Value::as_bool);
+        // Hints are claims by the server: only an explicit `false`/`true` narrows the label.
+        let open_world = hint("openWorldHint") != Some(false);
+        let writes = hint("readOnlyHint") != Some(true);
+        let mut why = Vec::new();
+        why.push(match hint("openWorldHint") {
+            Some(false) => "openWorldHint=false: stays in its own world".to_owned(),
+            Some(true) => "openWorldHint=true: reaches the outside world".to_owned(),
+            None => "no openWorldHint: may reach the outside world".to_owned(),
+        });
+        why.push(match hint("readOnlyHint") {
+            Some(true) => "readOnlyHint=true: does not write".to_owned(),
+            Some(false) => "readOnlyHint=false: may write".to_owned(),
+            None => "no readOnlyHint: may write".to_owned(),
+        });
+        let mut labels = Vec::new();
+        if open_world {
+            sources.push(name.to_owned());
+            labels.push("source");
+        }
+        if writes || open_world {
+            sinks.push(name.to_owned());
+            labels.push("sink");
+        }
+        let verdict = if labels.is_empty() {
+            "unlabelled".to_owned()
+        } else {
+            labels.join(" + ")
+        };
+        reasons.push(format!("{name}: {verdict} ({})", why.join("; ")));
+    }
+    if !entry.resources.is_empty() || !entry.resource_templates.is_empty() {
+        sources.push(RESOURCES_WILDCARD.to_owned());
+        reasons.push(format!("{RESOURCES_WILDCARD}: source (the server locks resources; their contents may be untrusted)"));
+    }
+    if !entry.prompts.is_empty() {
+        sources.push(PROMPTS_WILDCARD.to_owned());
+        reasons.push(format!(
+            "{PROMPTS_WILDCARD}: source (the server locks prompts; their text may be untrusted)"
+        ));
+    }
+    (
+        serde_json::json!({"policy": {"taint": {"sources": sources, "sinks": sinks}}}),
+        reasons,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_bind_to_the_call_and_are_single_use() {
+        let mut a = Approver::new().unwrap();
+        let d = arguments_digest(Some(&serde_json::json!({"to": "x"})));
+        let other = arguments_digest(Some(&serde_json::json!({"to": "y"})));
+        let t = a.mint("mail", "send", &d);
+        assert_eq!(
+            a.check(&t, "mail", "send", &other),
+            Err(TokenError::WrongCall)
+        );
+        assert_eq!(
+            a.check(&t, "mail", "delete", &d),
+            Err(TokenError::WrongCall)
+        );
+        assert_eq!(a.check(&t, "mail", "send", &d), Ok(()));
+        assert_eq!(a.check(&t, "mail", "send", &d), Err(TokenError::Replayed));
+        let forged = t.replacen("mcpsum1.", "mcpsum1.00", 1);
+        assert_eq!(
+            a.check(&forged, "mail", "send", &d),
+            Err(TokenError::Forged)
+        );
+        let other_key = Approver::new().unwrap().mint("mail", "send", &d);
+        assert_eq!(
+            a.check(&other_key, "mail", "send", &d),
+            Err(TokenError::Forged)
+        );
+        assert_eq!(a.check("junk", "mail", "send", &d), Err(TokenError::Forged));
+    }
+
+    #[test]
+    fn approval_needs_accept_and_true() {
+        assert!(approves(
+            &serde_json::json!({"action": "accept", "content": {"approve": true}})
+        ));
+        assert!(!approves(
+            &serde_json::json!({"action": "accept", "content": {"approve": false}})
+        ));
+        assert!(!approves(
+            &serde_json::json!({"action": "accept", "content": {"approve": "true"}})
+        ));
+        assert!(!approves(&serde_json::json!({"action": "decline"})));
+        assert!(!approves(
+            &serde_json::json!({"action": "cancel", "content": {"approve": true}})
+        ));
+    }
+}
