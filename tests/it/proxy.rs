@@ -816,6 +816,11 @@ fn only_locked_items_reach_the_server() {
             ("resources/read", json!({"uri": "notes://ghost/1"}), -32602),
             (
                 "resources/read",
+                json!({"uri": format!("notes://note/{}ghost", "9".repeat(20_000))}),
+                -32602,
+            ),
+            (
+                "resources/read",
                 json!({"uri": "notes://note/1/ghost_sub"}),
                 -32602,
             ),
