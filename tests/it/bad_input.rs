@@ -337,3 +337,23 @@ fn unsorted_items_and_stray_digests() {
         ],
     );
 }
+
+#[test]
+#[ignore = "bug: validation errors (policy labels, digests) give the key path but not \
+            `file:line:column`, which STYLE.md asks of lockfile and policy errors (only \
+            structural errors such as unknown keys have it)"]
+fn policy_label_error_points_at_the_line() {
+    let w = two_servers();
+    let mut v = w.lock_json();
+    v["servers"]["notes"]["policy"] = json!({"taint": {"sinks": ["add", "send_emial"]}});
+    let bytes = write_json(&w, &v);
+    let text = String::from_utf8(bytes).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("\"send_emial\""))
+        .unwrap()
+        + 1;
+    let r = w.run(&["show"]);
+    r.code(2)
+        .stderr_has(&[&format!("{}:{line}:", w.lockfile().display())]);
+}

@@ -20,4 +20,5 @@ mod real;
 mod relock;
 mod roundtrip;
 mod support;
+mod terminal;
 mod verify;
