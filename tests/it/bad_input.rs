@@ -357,3 +357,74 @@ fn policy_label_error_points_at_the_line() {
     r.code(2)
         .stderr_has(&[&format!("{}:{line}:", w.lockfile().display())]);
 }
+
+#[test]
+fn more_validation_rules() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &[&str]); 7] = [
+        (
+            "invalid server name",
+            |v| {
+                let e = v["servers"]["notes"].clone();
+                v["servers"]["../notes"] = e;
+            },
+            &["server name `../notes`"],
+        ),
+        (
+            "envPassthrough with a value",
+            |v| v["servers"]["notes"]["envPassthrough"] = json!(["PATH=/bin"]),
+            &["servers.notes.envPassthrough[0]: `PATH=/bin` is not a variable name"],
+        ),
+        (
+            "envPassthrough twice",
+            |v| v["servers"]["notes"]["envPassthrough"] = json!(["HOME", "HOME"]),
+            &["servers.notes.envPassthrough[1]: `HOME` is listed twice"],
+        ),
+        (
+            "empty command",
+            |v| v["servers"]["notes"]["command"] = json!([]),
+            &["servers.notes.command: must name a program"],
+        ),
+        (
+            "top-level typo",
+            |v| v["generatr"] = json!("me"),
+            &["unknown field `generatr`"],
+        ),
+        (
+            "modern entry without supportedVersions",
+            |v| {
+                v["servers"]["modern"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("supportedVersions");
+            },
+            &["servers.modern.protocolVersion: a 2026-07-28 entry must record `supportedVersions`"],
+        ),
+        (
+            "digest that is not a digest",
+            |v| v["servers"]["notes"]["digests"]["tools"]["add"] = json!("sha1:abc"),
+            &["servers.notes.digests.tools.add", "is not a digest"],
+        ),
+    ];
+    for (what, edit, needles) in cases {
+        let w = two_servers();
+        let mut v = w.lock_json();
+        edit(&mut v);
+        write_json(&w, &v);
+        eprintln!("case: {what}");
+        refused_everywhere(&w, needles);
+    }
+}
+
+#[test]
+fn unset_passthrough_variable_is_warned_about() {
+    let w = World::new();
+    let s = w.scenario("s", &json!({}));
+    w.lock_fake("s", &s, &["--env", "MCPSUM_IT_UNSET_VAR"])
+        .code(0)
+        .stderr_has(&["warning: `MCPSUM_IT_UNSET_VAR` is not set in mcpsum's environment"]);
+    assert_eq!(
+        w.lock_json()["servers"]["s"]["envPassthrough"],
+        json!(["MCPSUM_IT_UNSET_VAR"])
+    );
+}
