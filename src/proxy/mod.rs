@@ -735,6 +735,12 @@ impl Proxy {
                 }
             }
         }
+        if method == "tools/call"
+            && let Some(p) = params.as_object_mut()
+        {
+            // Not advertised (see `served_capabilities`): the call runs as a plain call.
+            p.remove("task");
+        }
         let params = self.to_server_params(params, modern_client);
         let sid = self.alloc_id();
         if method == "subscriptions/listen" {
@@ -784,6 +790,19 @@ impl Proxy {
         }
     }
 
+    /// The locked capabilities minus tasks: mcpsum does not relay `tasks/*` (a task's payload
+    /// would bypass the checks on results), so it must not advertise them.
+    fn served_capabilities(&self) -> Value {
+        let mut caps = self.entry.capabilities.clone();
+        if let Some(c) = caps.as_object_mut() {
+            c.remove("tasks");
+            if let Some(ext) = c.get_mut("extensions").and_then(Value::as_object_mut) {
+                ext.remove("io.modelcontextprotocol/tasks");
+            }
+        }
+        caps
+    }
+
     async fn answer_initialize(&mut self, id: &Value, params: Option<&Value>) {
         let asked = params
             .and_then(|p| p.get("protocolVersion"))
@@ -802,7 +821,7 @@ impl Proxy {
         );
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": self.entry.capabilities,
+            "capabilities": self.served_capabilities(),
             "serverInfo": self.entry.server_info,
         });
         if let Some(i) = &self.entry.instructions {
@@ -832,7 +851,7 @@ impl Proxy {
         let mut result = json!({
             "resultType": "complete",
             "supportedVersions": [MODERN_VERSION],
-            "capabilities": self.entry.capabilities,
+            "capabilities": self.served_capabilities(),
             "ttlMs": 0,
             "cacheScope": "private",
             "_meta": {META_SERVER_INFO: self.entry.server_info},
