@@ -1915,3 +1915,39 @@ fn concurrent_proxies_append_whole_audit_lines() {
         "one client process, one session: {sessions:?}"
     );
 }
+
+#[test]
+fn tasks_are_neither_advertised_nor_relayed() {
+    let w = World::new();
+    let t = w.transcript("tk");
+    let mut sc = full_scenario(Era::Legacy, &t);
+    sc["capabilities"] = json!({"tools": {"listChanged": true},
+                                "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}});
+    lock(&w, "tk", &sc);
+    assert!(w.lock_json()["servers"]["tk"]["capabilities"]["tasks"].is_object());
+    for client in ERAS {
+        let mut px = Px::start(&w, "tk", client);
+        let r = px.hello();
+        let caps = &result_of(&r)["capabilities"];
+        assert!(caps.get("tasks").is_none(), "{client:?}: {caps:#}");
+        assert_eq!(caps["tools"], json!({"listChanged": true}));
+        let r = px.request(
+            json!(1),
+            "tools/call",
+            json!({"name": "echo", "arguments": {"a": 1}, "task": {"ttl": 60000}}),
+        );
+        assert_eq!(text_of(&r), r#"{"a": 1}"#, "{r:#}");
+        let r = px.request(json!(2), "tasks/list", json!({}));
+        assert_eq!(error_of(&r)["code"], -32601);
+        assert_eq!(px.finish(), 0);
+    }
+    let calls: Vec<Value> = received(&t)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert!(
+        calls.iter().all(|m| m["params"].get("task").is_none()),
+        "{calls:#?}"
+    );
+}
