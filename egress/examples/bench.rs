@@ -52,7 +52,8 @@ async fn main() {
         std::hint::black_box(r.to_json_line());
         Ok(())
     });
-    let config = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
+    let mut config = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
+    config.limits.zero_copy = true;
     let mut copying = config.clone();
     copying.limits.zero_copy = false;
     let listener_copy = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -74,39 +75,56 @@ async fn main() {
     ));
 
     let hello = client_hello("127.0.0.1");
-    println!("egress bench: {mib} MiB per transfer, {CHUNK} B writes, best of 3");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "{:<44} {:>10} {:>17} {:>17}",
-        "throughput", "direct", "proxied (splice)", "proxied (copy)"
+        "egress bench: {mib} MiB per transfer, {CHUNK} B writes; {cores} cores, loadavg {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
-    let mut raw = (0f64, 0f64, 0f64);
-    let mut tls = (0f64, 0f64, 0f64);
+    println!(
+        "{:<40} {:>10} {:>18} {:>18}   CPU ms/GiB: direct / splice / copy",
+        "throughput (best of 3)", "direct", "proxied (splice)", "proxied (copy)"
+    );
+    let mut raw: [Option<Run>; 3] = [None; 3];
+    let mut tls: [Option<Run>; 3] = [None; 3];
     for _ in 0..3 {
-        raw.0 = raw.0.max(raw_transfer(raw_sink, None, total).await);
-        raw.1 = raw
-            .1
-            .max(raw_transfer(proxy, Some((raw_sink, &hello)), total).await);
-        raw.2 = raw
-            .2
-            .max(raw_transfer(proxy_copy, Some((raw_sink, &hello)), total).await);
-        tls.0 = tls
-            .0
-            .max(tls_transfer(&pki.ca, tls_sink, None, total).await);
-        tls.1 = tls
-            .1
-            .max(tls_transfer(&pki.ca, proxy, Some(tls_sink), total).await);
-        tls.2 = tls
-            .2
-            .max(tls_transfer(&pki.ca, proxy_copy, Some(tls_sink), total).await);
+        raw[0] = Run::best(raw[0], raw_transfer(raw_sink, None, total).await);
+        raw[1] = Run::best(
+            raw[1],
+            raw_transfer(proxy, Some((raw_sink, &hello)), total).await,
+        );
+        raw[2] = Run::best(
+            raw[2],
+            raw_transfer(proxy_copy, Some((raw_sink, &hello)), total).await,
+        );
+        tls[0] = Run::best(tls[0], tls_transfer(&pki.ca, tls_sink, None, total).await);
+        tls[1] = Run::best(
+            tls[1],
+            tls_transfer(&pki.ca, proxy, Some(tls_sink), total).await,
+        );
+        tls[2] = Run::best(
+            tls[2],
+            tls_transfer(&pki.ca, proxy_copy, Some(tls_sink), total).await,
+        );
     }
-    let row = |name: &str, (d, p, c): (f64, f64, f64)| {
+    let row = |name: &str, r: [Option<Run>; 3]| {
+        let [d, p, c] = r.map(|x| x.unwrap());
         println!(
-            "{name:<44} {d:>5.0} MB/s {p:>5.0} MB/s {:>5.1}% {c:>5.0} MB/s {:>5.1}%",
-            100.0 * p / d,
-            100.0 * c / d
+            "{name:<40} {:>5.0} MB/s {:>5.0} MB/s {:>5.1}% {:>5.0} MB/s {:>5.1}%   {:.0} / {:.0} / {:.0}",
+            d.mbps,
+            p.mbps,
+            100.0 * p.mbps / d.mbps,
+            c.mbps,
+            100.0 * c.mbps / d.mbps,
+            d.cpu_ms_per_gib,
+            p.cpu_ms_per_gib,
+            c.cpu_ms_per_gib,
         );
     };
-    row("raw TCP bytes after a ClientHello (relay only)", raw);
+    row("raw TCP after a ClientHello (relay only)", raw);
     row("TLS 1.3 (rustls, ring) bulk data", tls);
 
     let n = 300;
@@ -225,8 +243,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64) {
 }
 
 /// MB/s of `total` bytes to the raw sink, directly or through the proxy (after a real hello).
-async fn raw_transfer(addr: SocketAddr, via: Option<(SocketAddr, &[u8])>, total: u64) -> f64 {
-    let t = Instant::now();
+async fn raw_transfer(addr: SocketAddr, via: Option<(SocketAddr, &[u8])>, total: u64) -> Run {
+    let (t, c) = (Instant::now(), cpu_ticks());
     let mut s = match via {
         None => TcpStream::connect(addr).await.unwrap(),
         Some((sink, hello)) => {
@@ -241,7 +259,7 @@ async fn raw_transfer(addr: SocketAddr, via: Option<(SocketAddr, &[u8])>, total:
         }
     };
     pump(&mut s, total).await;
-    total as f64 / t.elapsed().as_secs_f64() / 1e6
+    Run::measure(t, c, total)
 }
 
 async fn tls_transfer(
@@ -249,11 +267,49 @@ async fn tls_transfer(
     addr: SocketAddr,
     via: Option<SocketAddr>,
     total: u64,
-) -> f64 {
-    let t = Instant::now();
+) -> Run {
+    let (t, c) = (Instant::now(), cpu_ticks());
     let mut tls = handshake(ca, addr, via, "127.0.0.1").await;
     pump(&mut tls, total).await;
-    total as f64 / t.elapsed().as_secs_f64() / 1e6
+    Run::measure(t, c, total)
+}
+
+/// One transfer: wall-clock throughput, and the CPU time the whole process (client, proxy and
+/// server together) spent per GiB, which stays meaningful when other jobs share the cores.
+#[derive(Clone, Copy)]
+struct Run {
+    mbps: f64,
+    cpu_ms_per_gib: f64,
+}
+
+impl Run {
+    fn measure(t: Instant, ticks: u64, total: u64) -> Run {
+        let wall = t.elapsed().as_secs_f64();
+        let cpu_ms = (cpu_ticks() - ticks) as f64 * 10.0;
+        Run {
+            mbps: total as f64 / wall / 1e6,
+            cpu_ms_per_gib: cpu_ms / (total as f64 / f64::from(1u32 << 30)),
+        }
+    }
+    fn best(a: Option<Run>, b: Run) -> Option<Run> {
+        Some(match a {
+            None => b,
+            Some(a) => Run {
+                mbps: a.mbps.max(b.mbps),
+                cpu_ms_per_gib: a.cpu_ms_per_gib.min(b.cpu_ms_per_gib),
+            },
+        })
+    }
+}
+
+/// utime + stime of this process in clock ticks (100 per second on Linux).
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields after the command: state is index 0, utime is field 14 overall (index 11 here).
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
 async fn handshake(
