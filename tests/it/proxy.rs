@@ -1173,13 +1173,14 @@ fn wait_gone(pid: u32, what: &str) {
     }
 }
 
-/// Locks a server whose launcher leaves a grandchild (`sleep`) behind; returns the pid files.
+/// Locks a server whose launcher leaves a grandchild (`sleep`, deaf to SIGTERM, so only the
+/// SIGKILL to the process group ends it) behind; returns the pid file and the transcript.
 fn lock_with_grandchild(w: &World, era: Era) -> (PathBuf, PathBuf) {
     let t = w.transcript("tree");
     let sc = w.scenario("tree", &full_scenario(era, &t));
     let pids = w.path().join("sleep.pid");
     let script = format!(
-        "/bin/sleep 1000 & echo $! >> '{}'; exec {PYTHON} '{}' '{}'",
+        "trap '' TERM; /bin/sleep 1000 & echo $! >> '{}'; exec {PYTHON} '{}' '{}'",
         pids.display(),
         crate::support::fake_server().display(),
         sc.display()
@@ -1949,5 +1950,31 @@ fn tasks_are_neither_advertised_nor_relayed() {
     assert!(
         calls.iter().all(|m| m["params"].get("task").is_none()),
         "{calls:#?}"
+    );
+}
+
+#[test]
+fn a_server_that_cannot_start_fails_the_proxy_with_its_name() {
+    let w = World::new();
+    let t = w.transcript("dead");
+    let sc = full_scenario(Era::Legacy, &t);
+    let path = lock(&w, "dead", &sc);
+    std::fs::write(&path, b"{not json").unwrap();
+    let mut px = Px::start(&w, "dead", Era::Legacy);
+    px.send_request(
+        json!(1),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let code = px.wait();
+    assert_eq!(code, 2, "{}", px.stderr());
+    assert!(px.stderr().contains("`dead`"), "{}", px.stderr());
+    let out = proxy_cmd(&w, "nope", &[], &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dead"),
+        "an unknown name lists the locked ones: {err}"
     );
 }
