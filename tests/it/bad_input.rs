@@ -6,12 +6,20 @@ use serde_json::{Value, json};
 use crate::support::{Run, World, assert_unchanged, bundled_scenario, snapshot_settings};
 
 /// A world with `notes` (legacy example) and `modern` (2026-07-28) locked.
+/// Locked once per test run (the commands name the bundled scenarios, so the bytes fit any
+/// world) and copied into each test's own temp dir.
 fn two_servers() -> World {
+    static LOCKED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let bytes = LOCKED.get_or_init(|| {
+        let w = World::new();
+        w.lock_fake("notes", &bundled_scenario("example.json"), &[])
+            .code(0);
+        w.lock_fake("modern", &bundled_scenario("modern.json"), &[])
+            .code(0);
+        w.lock_bytes()
+    });
     let w = World::new();
-    w.lock_fake("notes", &bundled_scenario("example.json"), &[])
-        .code(0);
-    w.lock_fake("modern", &bundled_scenario("modern.json"), &[])
-        .code(0);
+    w.write_lock(bytes);
     w
 }
 

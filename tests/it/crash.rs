@@ -32,7 +32,7 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
     w.lock_fake("bulk", &bulk, &[]).code(0);
 
     let victim = |i: usize| {
-        json!({"generateTools": 30, "pageSize": 2,
+        json!({"era": "modern", "generateTools": 30, "pageSize": 2,
                "tools": [{"name": "marker", "description": format!("iteration {i}"),
                           "inputSchema": {"type": "object"}}]})
     };

@@ -113,10 +113,19 @@ fn hundred_megabyte_line_is_refused_without_oom() {
 
 #[test]
 fn hang_times_out() {
-    assert_hostile(
-        &json!({"hostile": {"hangOn": "tools/list"}}),
+    // Re-lock only: a new entry would reach the same hanging `tools/list` after the same
+    // handshake, and each run waits out the timeout.
+    let (w, before, _) = hostile_world(&json!({"hostile": {"hangOn": "tools/list"}}));
+    let started = std::time::Instant::now();
+    relock_fails(
+        &w,
+        &before,
         &["--timeout-secs", "2"],
         &["no answer to `tools/list` within 2 s"],
+    );
+    assert!(
+        started.elapsed().as_secs_f64() < 10.0,
+        "bounded by the timeout"
     );
 }
 

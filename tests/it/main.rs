@@ -19,6 +19,7 @@ mod proxy;
 mod real;
 mod relock;
 mod roundtrip;
+mod sandbox;
 mod support;
 mod terminal;
 mod verify;

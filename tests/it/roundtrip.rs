@@ -64,7 +64,7 @@ fn tools() -> impl Strategy<Value = Vec<Value>> {
 proptest! {
     // Each case starts the fake server four times; keep the count small (PROPTEST_CASES raises
     // it for a longer local run).
-    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn any_listed_surface_round_trips(tools in tools(), instructions in "\\PC{0,30}") {
