@@ -19,7 +19,6 @@ mod proxy;
 mod real;
 mod relock;
 mod roundtrip;
-mod sandbox;
 mod support;
 mod terminal;
 mod verify;

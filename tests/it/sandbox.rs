@@ -502,11 +502,7 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
             w.s("allowed"),
             w.s("outside"),
         ];
-        let pol = policy(
-            &[modules.display().to_string()],
-            &[w.s("allowed")],
-            &[],
-        );
+        let pol = policy(&[modules.display().to_string()], &[w.s("allowed")], &[]);
         let r = w.lock("fs", &pol, &argv);
         if let Some(why) = kernel_lacks(&r) {
             return skip(&why);
@@ -552,7 +548,10 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
             steps[2]
         );
         assert_eq!(steps[4]["result"]["isError"], json!(true), "uid {uid}");
-        assert!(!w.p("outside/pwned.txt").exists(), "uid {uid}: wrote outside");
+        assert!(
+            !w.p("outside/pwned.txt").exists(),
+            "uid {uid}: wrote outside"
+        );
         assert_eq!(
             std::fs::read_to_string(w.p("allowed/new.txt")).unwrap_or_default(),
             "written",
@@ -592,17 +591,12 @@ fn escape_battery_finds_nothing() {
         let abstract_name = format!("mcpsum-it-agent-{}-{uid}", std::process::id());
         let _abs = {
             use std::os::linux::net::SocketAddrExt;
-            let addr =
-                std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
-                    .unwrap();
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+                .unwrap();
             std::os::unix::net::UnixListener::bind_addr(&addr).unwrap()
         };
         w.chown();
-        let pol = policy(
-            &[helper("").display().to_string(), w.s("data")],
-            &[],
-            &[],
-        );
+        let pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
         let r = w.lock("escape", &pol, &escape_argv());
         if let Some(why) = kernel_lacks(&r) {
             return skip(&why);
@@ -619,7 +613,11 @@ fn escape_battery_finds_nothing() {
                    "unix_socket": agent, "abstract": abstract_name}),
         );
         let ctx = format!("uid {uid}: {res:#}");
-        assert_eq!(res["ppid"], json!(s.child.id()), "{ctx}: the parent is the proxy");
+        assert_eq!(
+            res["ppid"],
+            json!(s.child.id()),
+            "{ctx}: the parent is the proxy"
+        );
         assert_eq!(res["uid"], json!(uid), "{ctx}");
         // Positive controls: the battery runs where it should succeed.
         assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
@@ -690,7 +688,11 @@ fn refused_policies_never_start_the_server() {
             return skip(&why);
         }
         r.code(0);
-        assert_eq!(support::starts(&transcript), 2, "uid {uid}: discover + initialize");
+        assert_eq!(
+            support::starts(&transcript),
+            2,
+            "uid {uid}: discover + initialize"
+        );
         std::fs::remove_file(&transcript).unwrap();
 
         let fs = |read: &[&str], write: &[&str]| {
@@ -706,8 +708,16 @@ fn refused_policies_never_start_the_server() {
             ("relative", fs(&["data"], &[]), vec!["data"]),
             ("dotdot", fs(&[&dotdot], &[]), vec![&dotdot, ".."]),
             ("missing", fs(&[], &[&nonexistent]), vec![&nonexistent]),
-            ("lockfile", fs(&[], &[&lockfile]), vec![&lockfile, "mcp.lock"]),
-            ("lockdir", fs(&[], &[&w.s("proj")]), vec!["proj", "mcp.lock"]),
+            (
+                "lockfile",
+                fs(&[], &[&lockfile]),
+                vec![&lockfile, "mcp.lock"],
+            ),
+            (
+                "lockdir",
+                fs(&[], &[&w.s("proj")]),
+                vec!["proj", "mcp.lock"],
+            ),
             ("statedir", fs(&[], &[&w.s("state")]), vec!["state"]),
             ("home", fs(&[], &[&w.s("home")]), vec!["home"]),
             ("tilde", fs(&[], &["~"]), vec!["~"]),
@@ -724,9 +734,17 @@ fn refused_policies_never_start_the_server() {
             ),
         ];
         let mut bad_allow = Vec::new();
-        for entry in ["example.com", "*.com:443", "0.0.0.0:443", "https://a.test:443", "a.test:0"]
-        {
-            bad_allow.push((entry, policy(&good_read, &[w.s("data")], &[entry.to_owned()])));
+        for entry in [
+            "example.com",
+            "*.com:443",
+            "0.0.0.0:443",
+            "https://a.test:443",
+            "a.test:0",
+        ] {
+            bad_allow.push((
+                entry,
+                policy(&good_read, &[w.s("data")], &[entry.to_owned()]),
+            ));
         }
         let all = cases
             .iter()
@@ -749,7 +767,11 @@ fn refused_policies_never_start_the_server() {
                 r.stderr
             );
             for n in needles {
-                assert!(r.stderr.contains(n), "{ctx}: stderr lacks {n:?}: {}", r.stderr);
+                assert!(
+                    r.stderr.contains(n),
+                    "{ctx}: stderr lacks {n:?}: {}",
+                    r.stderr
+                );
             }
             assert!(!transcript.exists(), "{ctx}: the server started");
             assert!(
@@ -764,7 +786,10 @@ fn refused_policies_never_start_the_server() {
         lock["servers"]["ok"]["policy"]["sandbox"]["filesystem"]["write"] = json!([w.s("home")]);
         std::fs::write(w.lockfile(), serde_json::to_vec_pretty(&lock).unwrap()).unwrap();
         w.chown();
-        for args in [vec!["verify", "--name", "ok"], vec!["proxy", "--name", "ok"]] {
+        for args in [
+            vec!["verify", "--name", "ok"],
+            vec!["proxy", "--name", "ok"],
+        ] {
             let r = w.run(&args);
             assert_eq!(r.code, 2, "uid {uid}: {args:?}: {r:#?}");
             assert!(
@@ -772,7 +797,10 @@ fn refused_policies_never_start_the_server() {
                 "uid {uid}: {args:?}: {}",
                 r.stderr
             );
-            assert!(!transcript.exists(), "uid {uid}: {args:?} started the server");
+            assert!(
+                !transcript.exists(),
+                "uid {uid}: {args:?} started the server"
+            );
         }
     }
 }
@@ -807,14 +835,27 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
         let read = vec![helper("").display().to_string(), w.s("data")];
         // Locked in `[]` mode, then the same entry with a listed loopback address (a listener
         // of this test: nothing leaves the machine).
-        let r = w.lock("probe", &policy(&read, &[w.s("outside")], &[]), &escape_argv());
+        let r = w.lock(
+            "probe",
+            &policy(&read, &[w.s("outside")], &[]),
+            &escape_argv(),
+        );
         if let Some(why) = kernel_lacks(&r) {
             return skip(&why);
         }
         r.code(0);
         let ctx = format!("uid {uid}, []");
-        let doc = assert_report_passes(&w.run(&["sandbox", "test", "--name", "probe", "--json"]), &ctx);
-        for row in ["read home", "read lockfile", "socket(AF_INET)", "ptrace", "NoNewPrivs"] {
+        let doc = assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "probe", "--json"]),
+            &ctx,
+        );
+        for row in [
+            "read home",
+            "read lockfile",
+            "socket(AF_INET)",
+            "ptrace",
+            "NoNewPrivs",
+        ] {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
         }
         let text = w.run(&["sandbox", "test", "--name", "probe"]);
@@ -895,7 +936,10 @@ fn tree_dies(how: &str, allow: bool) {
         let w = Sbx::new(uid);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let allow: Vec<String> = if allow {
-            vec![format!("127.0.0.1:{}", listener.local_addr().unwrap().port())]
+            vec![format!(
+                "127.0.0.1:{}",
+                listener.local_addr().unwrap().port()
+            )]
         } else {
             vec![]
         };
@@ -914,11 +958,17 @@ fn tree_dies(how: &str, allow: bool) {
             pids["child"].as_u64().unwrap(),
             pids["daemon"].as_u64().unwrap(),
         );
-        assert!(sleeping(child, secs) && sleeping(daemon, secs), "{ctx}: not started");
+        assert!(
+            sleeping(child, secs) && sleeping(daemon, secs),
+            "{ctx}: not started"
+        );
         match how {
             "eof" => {
                 s.close_stdin();
-                assert!(s.wait(Duration::from_secs(20)).is_some(), "{ctx}: proxy kept running");
+                assert!(
+                    s.wait(Duration::from_secs(20)).is_some(),
+                    "{ctx}: proxy kept running"
+                );
             }
             _ => {
                 nix::sys::signal::kill(
@@ -943,7 +993,10 @@ fn tree_dies(how: &str, allow: bool) {
         }
         assert!(server_gone, "{ctx}: the server outlived the proxy");
         assert!(child_gone, "{ctx}: the server's child outlived the proxy");
-        assert!(daemon_gone, "{ctx}: a setsid daemon of the server outlived the proxy");
+        assert!(
+            daemon_gone,
+            "{ctx}: a setsid daemon of the server outlived the proxy"
+        );
     }
 }
 
@@ -979,4 +1032,26 @@ fn process_tree_dies_when_the_proxy_is_killed() {
 #[test]
 fn process_tree_dies_when_the_proxy_is_killed_allow_mode() {
     tree_dies("sigkill", true);
+}
+
+#[test]
+fn zz_debug() {
+    let w = Sbx::new(0);
+    let r = w.lock(
+        "time",
+        &policy(&[], &[], &[]),
+        &["/work/main/target/test-deps/venv/bin/mcp-server-time".to_owned()],
+    );
+    eprintln!("{r:#?}\n{:?}", w.argv(&["x"]));
+    let r = w.run(&[
+        "-vv",
+        "lock",
+        "--name",
+        "time",
+        "--sandbox",
+        &w.s("time.policy.json"),
+        "--",
+        "/work/main/target/test-deps/venv/bin/mcp-server-time",
+    ]);
+    eprintln!("{r:#?}");
 }
