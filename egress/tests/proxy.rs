@@ -658,3 +658,49 @@ async fn connection_cap_queues_further_clients() {
     );
     proxy.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn byte_counts_survive_an_upstream_reset() {
+    // A plain TCP upstream (the proxy never looks past the hello): reads the hello, sends 1000
+    // bytes, waits until the client has them, then resets the connection.
+    let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    let (got_tx, got_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut s, _) = upstream.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf).await.unwrap();
+        s.write_all(&[9u8; 1000]).await.unwrap();
+        let _ = got_rx.await;
+        s.set_zero_linger().unwrap();
+        drop(s);
+    });
+    let proxy = Proxy::start(
+        &strings(&[&format!("127.0.0.1:{port}")]),
+        FakeResolver::with(&[]),
+    )
+    .await;
+    let (mut tcp, status, _) =
+        connect_via(proxy.addr, &connect_request(&format!("127.0.0.1:{port}"))).await;
+    assert_eq!(status, 200);
+    let hello = {
+        let pki = pki(&["127.0.0.1"]);
+        let mut conn =
+            rustls::ClientConnection::new(client_config(&pki.ca, &[]), server_name("127.0.0.1"))
+                .unwrap();
+        let mut out = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut out).unwrap();
+        }
+        out
+    };
+    tcp.write_all(&hello).await.unwrap();
+    let mut data = [0u8; 1000];
+    tcp.read_exact(&mut data).await.unwrap();
+    got_tx.send(()).unwrap();
+    let r = &wait_records(&proxy.records, 1).await[0];
+    assert_eq!((r.decision, r.reason), (Decision::Allow, Reason::Ok));
+    assert_eq!((r.bytes_up, r.bytes_down), (hello.len() as u64, 1000));
+    assert!(r.detail.starts_with("tunnel ended: "), "{}", r.detail);
+    proxy.stop().await.unwrap();
+}
