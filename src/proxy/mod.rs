@@ -767,11 +767,13 @@ impl Proxy {
             Era::Legacy => strip_modern_meta(params),
             Era::Modern => {
                 let caps = if modern_client {
-                    params
+                    let mut caps = params
                         .get("_meta")
                         .and_then(|m| m.get(crate::mcp::META_CAPABILITIES))
                         .cloned()
-                        .unwrap_or_else(|| json!({}))
+                        .unwrap_or_else(|| json!({}));
+                    without_tasks(&mut caps);
+                    caps
                 } else {
                     // What the legacy client declared and mcpsum can relay as real requests.
                     let mut caps = Map::new();
@@ -794,12 +796,7 @@ impl Proxy {
     /// would bypass the checks on results), so it must not advertise them.
     fn served_capabilities(&self) -> Value {
         let mut caps = self.entry.capabilities.clone();
-        if let Some(c) = caps.as_object_mut() {
-            c.remove("tasks");
-            if let Some(ext) = c.get_mut("extensions").and_then(Value::as_object_mut) {
-                ext.remove("io.modelcontextprotocol/tasks");
-            }
-        }
+        without_tasks(&mut caps);
         caps
     }
 
@@ -1541,6 +1538,16 @@ impl Proxy {
                 self.reply_error(&client_id, codes::INTERNAL, &msg, None)
                     .await;
             }
+        }
+    }
+}
+
+/// Removes tasks from a capability set, either side's: mcpsum relays no `tasks/*`.
+fn without_tasks(caps: &mut Value) {
+    if let Some(c) = caps.as_object_mut() {
+        c.remove("tasks");
+        if let Some(ext) = c.get_mut("extensions").and_then(Value::as_object_mut) {
+            ext.remove("io.modelcontextprotocol/tasks");
         }
     }
 }
