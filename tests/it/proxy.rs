@@ -1951,6 +1951,27 @@ fn tasks_are_neither_advertised_nor_relayed() {
         calls.iter().all(|m| m["params"].get("task").is_none()),
         "{calls:#?}"
     );
+
+    // A 2026-07-28 client's capabilities reach a modern server without tasks.
+    let w = World::new();
+    let t = w.transcript("tm");
+    lock(&w, "tm", &full_scenario(Era::Modern, &t));
+    let mut px = Px::start(&w, "tm", Era::Modern);
+    px.hello();
+    let caps = json!({"elicitation": {"form": {}}, "tasks": {"list": {}},
+                      "extensions": {"io.modelcontextprotocol/tasks": {}, "x.example/y": {}}});
+    let params = px.params_caps(json!({"name": "echo", "arguments": {}}), caps);
+    px.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}));
+    result_of(&px.response(&json!(1)));
+    assert_eq!(px.finish(), 0);
+    let call = received(&t)
+        .into_iter()
+        .find(|m| m["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(
+        call["params"]["_meta"][META_CAPS],
+        json!({"elicitation": {"form": {}}, "extensions": {"x.example/y": {}}})
+    );
 }
 
 #[test]
