@@ -12,7 +12,7 @@ use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
 use crate::lockfile::{Era, ItemError, Kind, ServerEntry, Sha256Digest, Surface, canonical_items};
-use crate::output::{paint, style};
+use crate::output::{paint, sanitize, sanitize_line, style};
 
 /// How serious a difference is; ordered by strictness so combining is `max()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -245,7 +245,7 @@ const LONG_STRING: usize = 60;
 pub fn render(drift: &Drift, indent: &str) -> String {
     let mut out = String::new();
     for c in &drift.items {
-        let head = format!("{} `{}` {}", c.kind.noun(), c.key, c.change);
+        let head = format!("{} `{}` {}", c.kind.noun(), sanitize_line(&c.key), c.change);
         match c.change {
             "added" => {
                 let _ = writeln!(out, "{indent}{}", paint(style::ADDED, format!("+ {head}")));
@@ -311,7 +311,7 @@ fn render_value_change(a: &Value, b: &Value, indent: &str) -> String {
         for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
             let _ = writeln!(out, "{indent}{}", paint(style::HUNK, hunk.header()));
             for change in hunk.iter_changes() {
-                let line = change.value().trim_end_matches('\n');
+                let line = sanitize_line(change.value().trim_end_matches('\n'));
                 let text = match change.tag() {
                     ChangeTag::Delete => paint(style::REMOVED, format!("-{line}")),
                     ChangeTag::Insert => paint(style::ADDED, format!("+{line}")),
@@ -372,20 +372,46 @@ fn changed_leaves(
 /// `[-removed-]{+added+}` inline, coloured when colour is on.
 pub fn word_diff(old: &str, new: &str) -> String {
     let diff = TextDiff::from_words(old, new);
-    // Group runs of the same tag so a rewritten phrase reads as one `[-…-]{+…+}` pair.
-    let mut runs: Vec<(ChangeTag, String)> = Vec::new();
-    for change in diff.iter_all_changes() {
-        match runs.last_mut() {
-            Some((tag, text)) if *tag == change.tag() => text.push_str(change.value()),
-            _ => runs.push((change.tag(), change.value().to_owned())),
-        }
-    }
+    let tokens: Vec<(ChangeTag, &str)> = diff
+        .iter_all_changes()
+        .map(|c| (c.tag(), c.value()))
+        .collect();
     let mut out = String::new();
-    for (tag, text) in runs {
-        match tag {
-            ChangeTag::Equal => out.push_str(&text),
-            ChangeTag::Delete => out.push_str(&paint(style::REMOVED, format!("[-{text}-]"))),
-            ChangeTag::Insert => out.push_str(&paint(style::ADDED, format!("{{+{text}+}}"))),
+    let mut i = 0;
+    while i < tokens.len() {
+        if tokens[i].0 == ChangeTag::Equal {
+            out.push_str(&sanitize(tokens[i].1));
+            i += 1;
+            continue;
+        }
+        // A changed phrase: deletions and insertions, joined across the whitespace between
+        // them, so a rewritten phrase reads as one `[-…-]{+…+}` pair.
+        let (mut del, mut ins) = (String::new(), String::new());
+        while i < tokens.len() {
+            let (tag, text) = tokens[i];
+            match tag {
+                ChangeTag::Delete => del.push_str(text),
+                ChangeTag::Insert => ins.push_str(text),
+                ChangeTag::Equal
+                    if text.trim().is_empty()
+                        && tokens.get(i + 1).is_some_and(|t| t.0 != ChangeTag::Equal) =>
+                {
+                    if !del.is_empty() {
+                        del.push_str(text);
+                    }
+                    if !ins.is_empty() {
+                        ins.push_str(text);
+                    }
+                }
+                ChangeTag::Equal => break,
+            }
+            i += 1;
+        }
+        if !del.is_empty() {
+            out.push_str(&paint(style::REMOVED, format!("[-{}-]", sanitize(&del))));
+        }
+        if !ins.is_empty() {
+            out.push_str(&paint(style::ADDED, format!("{{+{}+}}", sanitize(&ins))));
         }
     }
     out

@@ -48,6 +48,27 @@ pub mod style {
     pub const HUNK: Style = AnsiColor::Cyan.on_default();
 }
 
+/// Server-controlled text made safe for a terminal: control characters (C0 except newline and
+/// tab, DEL, C1) and bidirectional overrides are shown as `\u{..}` escapes, so a description
+/// cannot conceal text, erase lines or reorder what a reviewer reads.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Like [`sanitize`], for one line: newlines and tabs are escaped too.
+pub fn sanitize_line(text: &str) -> String {
+    sanitize(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
 /// `text` wrapped in `style` (stripped later when colour is off).
 pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     format!("{style}{text}{style:#}")
@@ -94,7 +115,9 @@ pub fn debug(text: &str) {
 /// Writes an error to stderr, always.
 pub fn error(err: &crate::Error) {
     let mut out = anstream::stderr().lock();
-    let text = err.to_string();
+    // Error text is mcpsum's own words around server-sent fragments (error messages, stderr
+    // lines): none of it may drive the terminal.
+    let text = sanitize(&err.to_string());
     let (body, hint) = match text.split_once("\n\nhint: ") {
         Some((b, h)) => (b, Some(h)),
         None => (text.as_str(), None),
@@ -108,5 +131,5 @@ pub fn error(err: &crate::Error) {
 /// A line a server wrote to its stderr, relayed by the proxy.
 pub fn server_stderr(server: &str, line: &str) {
     let mut err = anstream::stderr().lock();
-    let _ = writeln!(err, "[{server}] {line}");
+    let _ = writeln!(err, "[{server}] {}", sanitize_line(line));
 }

@@ -181,13 +181,17 @@ fn report(
         paint(style::OK, "locked"),
         path.display(),
         entry.era(),
-        entry.protocol_version,
-        info.get("name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("?"),
-        info.get("version")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("?"),
+        output::sanitize_line(&entry.protocol_version),
+        output::sanitize_line(
+            info.get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+        ),
+        output::sanitize_line(
+            info.get("version")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+        ),
     ));
     if let Some(prev) = previous {
         match drift::compare(prev, &entry.surface()) {
@@ -203,7 +207,8 @@ fn report(
     }
     for label in dropped {
         output::warn(&format!(
-            "dropped the taint label {label} of `{name}`: that tool is no longer listed; label a renamed tool again"
+            "dropped the taint label {} of `{name}`: that tool is no longer listed; label a renamed tool again",
+            output::sanitize_line(label)
         ));
     }
 }

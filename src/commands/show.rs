@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
 use crate::lockfile::{self, Kind, ServerEntry};
-use crate::output::{self, paint, style};
+use crate::output::{self, paint, sanitize_line, style};
 use crate::paths;
 
 /// Runs `show`.
@@ -75,13 +75,16 @@ fn labels(entry: &ServerEntry, tool: &str) -> Vec<&'static str> {
 fn human_entry(name: &str, e: &ServerEntry) -> String {
     let mut s = String::new();
     let info = &e.server_info;
-    let server = format!(
+    let server = sanitize_line(&format!(
         "{} {}",
         info.get("name").and_then(Value::as_str).unwrap_or("?"),
         info.get("version").and_then(Value::as_str).unwrap_or("?")
-    );
+    ));
     s.push_str(&format!("{}\n", paint(style::BOLD, name)));
-    s.push_str(&format!("  command      {}\n", shell_words(&e.command)));
+    s.push_str(&format!(
+        "  command      {}\n",
+        sanitize_line(&shell_words(&e.command))
+    ));
     s.push_str(&format!(
         "  env          {}\n",
         if e.env_passthrough.is_empty() {
@@ -96,7 +99,10 @@ fn human_entry(name: &str, e: &ServerEntry) -> String {
         e.protocol_version
     ));
     if let Some(v) = &e.supported_versions {
-        s.push_str(&format!("  supported    {}\n", v.join(", ")));
+        s.push_str(&format!(
+            "  supported    {}\n",
+            sanitize_line(&v.join(", "))
+        ));
     }
     s.push_str(&format!("  server       {server}\n"));
     s.push_str(&format!(
@@ -116,7 +122,7 @@ fn human_entry(name: &str, e: &ServerEntry) -> String {
         let tname = Kind::Tool.key_of(tool).unwrap_or_default();
         let h = hints(tool);
         let l = labels(e, tname);
-        let mut line = format!("    {tname}");
+        let mut line = format!("    {}", sanitize_line(tname));
         if !h.is_empty() {
             line.push_str(&format!("  {}", paint(style::DIM, h.join(" "))));
         }

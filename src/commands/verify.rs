@@ -120,7 +120,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
                     "{} {name}: could not verify\n",
                     paint(style::ERROR, "error")
                 ));
-                for line in e.to_string().lines() {
+                for line in output::sanitize(&e.to_string()).lines() {
                     out.push_str(&format!("  {line}\n"));
                 }
             }

@@ -29,11 +29,6 @@ const DESCRIPTION: &str =
     "Fetches a web page and returns its readable text for the user, politely.";
 
 #[test]
-#[ignore = "bug: server-controlled text is printed raw: with colour on (the default on a \
-            terminal) a description's `ESC[8m` conceals added text inside `verify`'s word diff, \
-            and `ESC[2K` + CR in serverInfo, tool names or the server's stderr tail rewrite \
-            lines of `lock`, `show` and error output; with NO_COLOR the CR still passes. \
-            Escape control characters in human output (as the JSON diff already does)"]
 fn server_text_cannot_drive_the_terminal() {
     let w = World::new();
     let s = w.scenario(
