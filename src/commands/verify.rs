@@ -44,6 +44,20 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
                         Error::new(format!("cannot verify server `{}`", launch.server)).cause(e),
                     ),
                 },
+                // The seed's drift table: a 2026-07-28 server that no longer lists the locked
+                // version cannot be spoken to as locked; that is a change of its surface.
+                Err(crate::mcp::client::Failure {
+                    error: crate::mcp::client::ClientError::VersionDropped { supported },
+                    ..
+                }) => Outcome::Checked(Drift {
+                    items: Vec::new(),
+                    fields: vec![drift::FieldChange {
+                        field: "supportedVersions (the locked protocolVersion is no longer listed)",
+                        class: Class::Definitional,
+                        locked: Value::String(entry.protocol_version.clone()),
+                        live: supported.into_iter().map(Value::String).collect(),
+                    }],
+                }),
                 Err(f) => Outcome::Failed(super::server_error("cannot verify", &launch, f)),
             }
         }));

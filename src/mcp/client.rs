@@ -36,6 +36,12 @@ pub enum ClientError {
         method: String,
         code: i64,
         message: String,
+        data: Option<Value>,
+    },
+    /// A 2026-07-28 server no longer supports the version mcpsum speaks (-32022).
+    VersionDropped {
+        /// The versions it says it supports.
+        supported: Vec<String>,
     },
     /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
     Protocol(String),
@@ -64,9 +70,19 @@ impl fmt::Display for ClientError {
                 method,
                 code,
                 message,
+                ..
             } => {
                 write!(f, "`{method}` failed with JSON-RPC error {code}: {message}")
             }
+            ClientError::VersionDropped { supported } => write!(
+                f,
+                "the server does not support protocol version {MODERN_VERSION} (it answered -32022 and supports: {}); mcpsum speaks only {MODERN_VERSION} in that era, so it does not fall back to `initialize`",
+                if supported.is_empty() {
+                    "nothing it named".to_owned()
+                } else {
+                    supported.join(", ")
+                }
+            ),
             ClientError::Protocol(m) => f.write_str(m),
             ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
         }
@@ -250,6 +266,7 @@ impl Connection {
                         .chars()
                         .take(300)
                         .collect(),
+                    data: err.get("data").cloned(),
                 });
             }
             return match obj.get("result") {
@@ -323,9 +340,21 @@ impl Connection {
         let params = with_modern_meta(Value::Null, MODERN_VERSION, json!({}));
         let result = match self.request("server/discover", params).await {
             Ok(r) => r,
-            Err(ClientError::Rpc { code, message, .. })
-                if code == codes::MISSING_CAPABILITY || code == codes::UNSUPPORTED_VERSION =>
-            {
+            Err(ClientError::Rpc { code, data, .. }) if code == codes::UNSUPPORTED_VERSION => {
+                let supported = data
+                    .as_ref()
+                    .and_then(|d| d.get("supported"))
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Err(ClientError::VersionDropped { supported });
+            }
+            Err(ClientError::Rpc { code, message, .. }) if code == codes::MISSING_CAPABILITY => {
                 return Err(ClientError::Protocol(format!(
                     "the server answered `server/discover` with the 2026-07-28 error {code} ({message}); mcpsum speaks only {MODERN_VERSION} in that era, so it does not fall back to `initialize`"
                 )));

@@ -216,12 +216,10 @@ fn modern_server_dropping_the_locked_version_fails_verification() {
         "m",
         &json!({"era": "modern", "supportedVersions": ["2027-01-01"], "tools": tools()}),
     );
-    let r = w.run(&["verify"]);
-    r.code(2).stdout_has(&[
-        "error m: could not verify",
-        "cannot verify server `m`",
-        "-32022",
-    ]);
+    // The seed's drift table: it cannot be spoken to as locked, a definitional change.
+    w.run(&["verify"])
+        .code(1)
+        .stdout_has(&["drift m:", "no longer listed", "2027-01-01"]);
     let before = w.lock_bytes();
     w.run(&["lock", "--name", "m"])
         .code(2)
@@ -230,11 +228,6 @@ fn modern_server_dropping_the_locked_version_fails_verification() {
 }
 
 #[test]
-#[ignore = "bug: a 2026-07-28 server that stops supporting the locked version answers the \
-            probe with -32022 and `verify` reports exit 2 with the hint `check that the command \
-            starts an MCP server on stdio`; the seed's drift table makes it a surface change \
-            (the proxy quarantines it) and `drift.rs` has a definitional branch for it that \
-            this path never reaches. Expected: exit 1 (or at least a hint naming the version)"]
 fn modern_server_dropping_the_locked_version_is_reported_as_such() {
     let w = World::new();
     let s = w.scenario("m", &json!({"era": "modern", "tools": tools()}));
