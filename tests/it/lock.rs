@@ -358,3 +358,87 @@ fn closed_stdout_pipe_ends_show_quietly() {
         "{stderr}"
     );
 }
+
+/// `lock --sandbox FILE` validates the policy before the server ever starts (I5: an untrusted
+/// server never runs unconfined, not even to be locked), and a refused policy changes nothing.
+#[test]
+fn invalid_sandbox_file_is_refused_before_the_server_starts() {
+    let w = World::new();
+    let good = w.scenario("good", &json!({}));
+    w.lock_fake("good", &good, &[]).code(0);
+    let before = w.lock_bytes();
+    let t = w.transcript("s");
+    let s = w.scenario("s", &json!({"transcript": t}));
+    let cases: [(&str, Option<&str>, &[&str]); 6] = [
+        ("missing.json", None, &["cannot read", "missing.json"]),
+        (
+            "notjson.json",
+            Some("{\"filesystem\": "),
+            &["notjson.json", "not valid JSON"],
+        ),
+        (
+            "typo.json",
+            Some(r#"{"filesytem": {"read": []}, "network": {"allow": []}}"#),
+            &["typo.json", "filesytem"],
+        ),
+        (
+            "relative.json",
+            Some(r#"{"filesystem": {"read": ["notes"]}, "network": {"allow": []}}"#),
+            &[
+                "relative.json",
+                "filesystem.read[0]: `notes` must be absolute",
+            ],
+        ),
+        (
+            "dotdot.json",
+            Some(r#"{"filesystem": {"write": ["/tmp/../etc"]}, "network": {"allow": []}}"#),
+            &["filesystem.write[0]: `/tmp/../etc` must not contain `..`"],
+        ),
+        (
+            "badhost.json",
+            Some(r#"{"network": {"allow": ["https://example.com"]}}"#),
+            &["badhost.json", "network.allow"],
+        ),
+    ];
+    for (file, content, needles) in cases {
+        let path = w.path().join(file);
+        if let Some(c) = content {
+            std::fs::write(&path, c).unwrap();
+        }
+        let r = w.lock_fake("s", &s, &["--sandbox", &path.display().to_string()]);
+        r.code(2).stderr_has(needles);
+        assert_eq!(
+            crate::support::starts(&t),
+            0,
+            "{file}: the server never started"
+        );
+        crate::support::assert_unchanged(&w, &before, file);
+    }
+}
+
+#[test]
+fn sandbox_write_path_covering_the_lockfile_is_refused() {
+    // The server must not be able to rewrite its own pin. Whether the policy check or the
+    // sandbox build refuses it (or the sandbox is unavailable here), the server never runs.
+    let w = World::new();
+    let good = w.scenario("good", &json!({}));
+    w.lock_fake("good", &good, &[]).code(0);
+    let before = w.lock_bytes();
+    let t = w.transcript("s");
+    let s = w.scenario("s", &json!({"transcript": t}));
+    let policy = w.path().join("covers.json");
+    std::fs::write(
+        &policy,
+        serde_json::to_vec(
+            &json!({"filesystem": {"write": [w.path().display().to_string()]},
+                                   "network": {"allow": []}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let r = w.lock_fake("s", &s, &["--sandbox", &policy.display().to_string()]);
+    r.code(2).stderr_has(&["`s`"]);
+    eprintln!("refusal: {}", r.stderr);
+    assert_eq!(crate::support::starts(&t), 0, "the server never started");
+    crate::support::assert_unchanged(&w, &before, "covering write path");
+}
