@@ -82,7 +82,13 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
     })?;
 
     // Step 3: every rule and every digest, all problems at once.
-    let problems = validate(&lock);
+    let problems: Vec<String> = validate(&lock)
+        .into_iter()
+        .map(|p| match locate(text, &p) {
+            Some((line, col)) => format!("{shown}:{line}:{col}: {p}"),
+            None => p,
+        })
+        .collect();
     if !problems.is_empty() {
         let digest_problem = problems.iter().any(|p| p.contains("digest"));
         let n = problems.len();
@@ -101,6 +107,50 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
         return Err(err);
     }
     Ok(lock)
+}
+
+/// Where in the file a validation problem is, found from the key path and item it names:
+/// the JSON string anchors are searched in order, starting at `"servers"`.
+fn locate(text: &str, problem: &str) -> Option<(usize, usize)> {
+    let mut anchors: Vec<String> = Vec::new();
+    if let Some(rest) = problem.strip_prefix("servers.") {
+        let (path, tail) = rest.split_once(": ")?;
+        anchors.extend(
+            path.split('.')
+                .map(|seg| seg.split('[').next().unwrap_or(seg).to_owned()),
+        );
+        anchors.extend(backticked(tail));
+    } else if let Some(rest) = problem.strip_prefix("server `") {
+        let (name, tail) = rest.split_once('`')?;
+        anchors.push(name.to_owned());
+        if tail.starts_with(", surface") {
+            anchors.push("surface".into());
+        } else {
+            anchors.push("digests".into());
+            match backticked(tail) {
+                Some(key) => anchors.push(key),
+                None => anchors.push("instructions".into()),
+            }
+        }
+    } else {
+        return None;
+    }
+    let mut pos = text.find("\"servers\"")?;
+    for anchor in &anchors {
+        let quoted = serde_json::to_string(anchor).ok()?;
+        pos += text[pos..].find(&quoted)?;
+    }
+    let before = &text[..pos];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
+    Some((line, col))
+}
+
+/// The first `backticked` word of a message.
+fn backticked(text: &str) -> Option<String> {
+    let start = text.find('`')? + 1;
+    let len = text[start..].find('`')?;
+    Some(text[start..start + len].to_owned())
 }
 
 fn strip_position(msg: &str) -> String {

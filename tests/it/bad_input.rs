@@ -347,9 +347,6 @@ fn unsorted_items_and_stray_digests() {
 }
 
 #[test]
-#[ignore = "bug: validation errors (policy labels, digests) give the key path but not \
-            `file:line:column`, which STYLE.md asks of lockfile and policy errors (only \
-            structural errors such as unknown keys have it)"]
 fn policy_label_error_points_at_the_line() {
     let w = two_servers();
     let mut v = w.lock_json();
