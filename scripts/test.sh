@@ -12,6 +12,10 @@ scripts/install-test-deps.sh
 export MCPSUM_REQUIRE_REAL_SERVERS=1
 export MCPSUM_REQUIRE_SANDBOX=1
 
+# The AppArmor profile, checked with a 4.x parser without a kernel (prints `skipped:` when the
+# parser cannot be had here).
+scripts/check-apparmor.sh
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
