@@ -349,5 +349,8 @@ fn servers_are_verified_concurrently() {
     let r = w.run(&["verify", "--timeout-secs", "2"]);
     r.code(2);
     let secs = started.elapsed().as_secs_f64();
-    assert!(secs < 5.0, "verify took {secs:.1} s for three 2 s timeouts");
+    assert!(
+        secs < 5.5,
+        "verify took {secs:.1} s for three 2 s timeouts (6 s in sequence)"
+    );
 }
