@@ -1,0 +1,262 @@
+"""A tiny MCP stdio server (legacy era, standard library only) whose tools try to get out of
+mcpsum's sandbox, for tests/it/sandbox.rs and tests/it/egress.rs.
+
+Run as `/usr/bin/python3 escape_server.py` (no arguments, no environment needed). Tools, each
+answering one JSON text:
+
+- `escape {home, outside, lockfile, readable, tcp_port, unix_socket, abstract}`: one entry per
+  attempt, `{"ok": true, "value": ...}` or `{"ok": false, "errno": "EACCES", "error": ...}`.
+  The targets of the signal, ptrace and `/proc` attempts are the server's parent (the proxy).
+- `fetch {url, timeout}`: `urllib.request.urlopen` (honours `HTTPS_PROXY`; the CA comes from
+  `SSL_CERT_FILE`): `{"status", "body"}` or `{"error", "code"}`.
+- `raw {mode, host, port, sni}` talks to the egress proxy (or around it) by hand:
+  `connect_tls` (CONNECT, then TLS with `sni` and no certificate check, then `GET /`),
+  `connect_plain` (CONNECT, then plain HTTP bytes), `get` (a plain proxy `GET`),
+  `direct` (a TCP connection to host:port, bypassing the proxy).
+- `spawn {seconds}`: starts `/usr/bin/sleep SECONDS` as a child and, through `setsid` and a
+  double fork, as a detached daemon; answers their pids.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+OBJ = {"type": "object"}
+TOOLS = [{"name": n, "inputSchema": OBJ} for n in ("escape", "fetch", "raw", "spawn")]
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def check(ret):
+    if ret == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ret
+
+
+def attempt(fn):
+    try:
+        return {"ok": True, "value": fn()}
+    except OSError as e:
+        return {"ok": False, "errno": errno.errorcode.get(e.errno, str(e.errno)), "error": str(e)}
+    except Exception as e:  # noqa: BLE001 - every failure is an observation
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read(200).decode("utf-8", "replace")
+
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("escaped")
+    return path
+
+
+def connect(family, addr):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.settimeout(3)
+        s.connect(addr)
+        return "connected"
+    finally:
+        s.close()
+
+
+def status_field(name):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def escape(a):
+    ppid = os.getppid()
+    r = {"ppid": ppid, "uid": os.getuid()}
+    r["read_ssh_key"] = attempt(lambda: read(os.path.join(a["home"], ".ssh", "id_ed25519")))
+    r["list_home"] = attempt(lambda: os.listdir(a["home"]))
+    r["read_lockfile"] = attempt(lambda: read(a["lockfile"]))
+    r["read_shadow"] = attempt(lambda: read("/etc/shadow"))
+    r["write_outside"] = attempt(lambda: write(os.path.join(a["outside"], "pwned")))
+    r["write_tmp_root"] = attempt(lambda: write("/tmp/mcpsum-escape-pwned"))
+    r["write_private_tmp"] = attempt(lambda: write(os.path.join(os.environ["TMPDIR"], "ok")))
+    r["read_allowed"] = attempt(lambda: read(a["readable"]))
+    r["tcp_loopback"] = attempt(lambda: connect(socket.AF_INET, ("127.0.0.1", a["tcp_port"])))
+    r["tcp6_loopback"] = attempt(lambda: connect(socket.AF_INET6, ("::1", a["tcp_port"])))
+    r["unix_pathname"] = attempt(lambda: connect(socket.AF_UNIX, a["unix_socket"]))
+    r["unix_abstract"] = attempt(lambda: connect(socket.AF_UNIX, "\0" + a["abstract"]))
+    r["udp"] = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    r["netlink"] = attempt(
+        lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+    )
+    r["ptrace_attach_proxy"] = attempt(lambda: check(libc.ptrace(16, ppid, None, None)))
+    r["kill_proxy_0"] = attempt(lambda: os.kill(ppid, 0))
+    r["kill_proxy_cont"] = attempt(lambda: os.kill(ppid, signal.SIGCONT))
+    r["proxy_environ"] = attempt(lambda: read(f"/proc/{ppid}/environ"))
+    r["proxy_cwd"] = attempt(lambda: os.readlink(f"/proc/{ppid}/cwd"))
+    r["proxy_mem"] = attempt(lambda: read(f"/proc/{ppid}/mem"))
+    r["unshare_user"] = attempt(lambda: check(libc.unshare(0x10000000)))
+    r["mount_tmpfs"] = attempt(lambda: check(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+    r["chroot"] = attempt(lambda: os.chroot("/"))
+    with open("/proc/self/environ", "rb") as f:
+        r["env_names"] = sorted(
+            kv.split(b"=", 1)[0].decode() for kv in f.read().split(b"\0") if kv
+        )
+    r["no_new_privs"] = status_field("NoNewPrivs")
+    r["cap_eff"] = status_field("CapEff")
+    return r
+
+
+def fetch(a):
+    try:
+        with urllib.request.urlopen(a["url"], timeout=a.get("timeout", 15)) as resp:
+            return {"status": resp.status, "body": resp.read(4096).decode("utf-8", "replace")}
+    except urllib.error.HTTPError as e:
+        return {"error": str(e), "code": e.code}
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def proxy_addr():
+    u = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+    return u.hostname, u.port
+
+
+def recv_all(s, limit=65536):
+    out = b""
+    while len(out) < limit:
+        try:
+            b = s.recv(4096)
+        except OSError as e:
+            out += f"<{type(e).__name__}: {e}>".encode()
+            break
+        if not b:
+            break
+        out += b
+    return out.decode("utf-8", "replace")
+
+
+def read_head(s):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        b = s.recv(1)
+        if not b:
+            break
+        head += b
+    return head.decode("utf-8", "replace")
+
+
+def raw(a):
+    mode, host, port = a["mode"], a["host"], a["port"]
+    r = {"mode": mode}
+    try:
+        if mode == "direct":
+            fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+            r["result"] = attempt(lambda: connect(fam, (host, port)))
+            return r
+        s = socket.create_connection(proxy_addr(), timeout=15)
+        target = f"{host}:{port}"
+        if mode == "get":
+            s.sendall(f"GET http://{target}/ HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            r["reply"] = recv_all(s)
+            return r
+        s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        r["connect"] = read_head(s)
+        if mode == "connect_plain":
+            s.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            r["reply"] = recv_all(s)
+        elif mode == "connect_tls":
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            try:
+                t = ctx.wrap_socket(s, server_hostname=a.get("sni"))
+                t.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+                r["reply"] = recv_all(t)
+            except Exception as e:  # noqa: BLE001
+                r["tls_error"] = f"{type(e).__name__}: {e}"
+        s.close()
+    except Exception as e:  # noqa: BLE001
+        r["error"] = f"{type(e).__name__}: {e}"
+    return r
+
+
+def spawn(a):
+    secs = str(a["seconds"])
+    child = os.fork()
+    if child == 0:
+        os.execv("/usr/bin/sleep", ["sleep", secs])
+    rfd, wfd = os.pipe()
+    mid = os.fork()
+    if mid == 0:
+        os.close(rfd)
+        os.setsid()
+        daemon = os.fork()
+        if daemon == 0:
+            os.close(wfd)
+            os.execv("/usr/bin/sleep", ["sleep", secs])
+        os.write(wfd, str(daemon).encode())
+        os._exit(0)
+    os.close(wfd)
+    daemon = int(os.read(rfd, 32).decode())
+    os.close(rfd)
+    os.waitpid(mid, 0)
+    return {"child": child, "daemon": daemon, "server": os.getpid()}
+
+
+HANDLERS = {"escape": escape, "fetch": fetch, "raw": raw, "spawn": spawn}
+
+
+def answer(msg):
+    method, params = msg.get("method"), msg.get("params") or {}
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        return {
+            "protocolVersion": asked if asked in LEGACY else LEGACY[-1],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "escape", "version": "1.0.0"},
+        }, None
+    if method == "ping":
+        return {}, None
+    if method == "tools/list":
+        return {"tools": TOOLS}, None
+    if method == "tools/call":
+        fn = HANDLERS.get(params.get("name"))
+        if fn is None:
+            return None, {"code": -32602, "message": "unknown tool"}
+        text = json.dumps(fn(params.get("arguments") or {}))
+        return {"content": [{"type": "text", "text": text}]}, None
+    return None, {"code": -32601, "message": f"method not found: {method}"}
+
+
+def main():
+    for line in sys.stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if "id" not in msg or "method" not in msg:
+            continue
+        result, error = answer(msg)
+        out = {"jsonrpc": "2.0", "id": msg["id"]}
+        if error is not None:
+            out["error"] = error
+        else:
+            out["result"] = result
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
