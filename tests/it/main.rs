@@ -11,6 +11,7 @@
 
 mod bad_input;
 mod crash;
+mod egress;
 mod era;
 mod golden;
 mod hostile;
@@ -19,6 +20,7 @@ mod proxy;
 mod real;
 mod relock;
 mod roundtrip;
+mod sandbox;
 mod support;
 mod terminal;
 mod verify;
