@@ -49,6 +49,8 @@ struct Net {
     cli: String,
     srv: String,
     host_ip: String,
+    /// The /24 of both namespaces (`10.77.N`).
+    prefix: String,
     https: Option<Child>,
 }
 
@@ -71,6 +73,7 @@ impl Net {
             cli: format!("mcpsum-it-{pid}-{n}-cli"),
             srv: format!("mcpsum-it-{pid}-{n}-srv"),
             host_ip: format!("10.77.{}.2", n % 250),
+            prefix: format!("10.77.{}", n % 250),
             https: None,
         };
         let (va, vb) = (format!("mv{pid:x}x{n}a"), format!("mv{pid:x}x{n}b"));
@@ -87,6 +90,8 @@ impl Net {
             sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
+        let second = format!("{}/24", net.second_ip());
+        sh(&["ip", "-n", &net.srv, "addr", "add", &second, "dev", &vb]);
         Some(net)
     }
 
@@ -95,7 +100,8 @@ impl Net {
     fn serve_https(&mut self, dir: &Path) -> PathBuf {
         let (cert, key) = (dir.join("ca.pem"), dir.join("key.pem"));
         let san = format!(
-            "subjectAltName=DNS:good.test,DNS:other.test,DNS:loop.test,IP:{}",
+            "subjectAltName=DNS:good.test,DNS:other.test,DNS:loop.test,DNS:api.good.test,\
+             DNS:private.test,IP:{}",
             self.host_ip
         );
         sh(&[
@@ -135,14 +141,21 @@ impl Net {
         cert
     }
 
-    /// `/etc/hosts` for mcpsum: two names on the test host, one on loopback.
+    /// A second address of the test host, never listed in a policy.
+    fn second_ip(&self) -> String {
+        format!("{}.3", self.prefix)
+    }
+
+    /// `/etc/hosts` for mcpsum: names on the test host's two addresses, one on loopback.
     fn hosts(&self, dir: &Path) -> PathBuf {
         let p = dir.join("hosts");
         std::fs::write(
             &p,
             format!(
-                "127.0.0.1 localhost\n{ip} good.test other.test\n127.0.0.1 loop.test\n",
-                ip = self.host_ip
+                "127.0.0.1 localhost\n{ip} good.test other.test api.good.test\n\
+                 {ip2} private.test\n127.0.0.1 loop.test\n",
+                ip = self.host_ip,
+                ip2 = self.second_ip(),
             ),
         )
         .unwrap();
@@ -388,5 +401,62 @@ fn sandbox_test_passes_in_allow_mode_with_real_hosts() {
                 "uid {uid}: no `{want}` row: {doc:#}"
             );
         }
+    }
+}
+
+#[test]
+fn egress_private_addresses_need_their_ip_and_wildcards_skip_the_apex() {
+    for uid in users() {
+        let Some((w, net, hosts)) =
+            setup(uid, &["*.good.test:443", "HOSTIP:443", "private.test:443"])
+        else {
+            return;
+        };
+        let cmd = command_of(
+            &net.wrap(&hosts, &w.argv(&["proxy", "--name", "web"])),
+            &w.root,
+        );
+        let mut s = Session::start(cmd, w.p("proxy.stderr"));
+        // A subdomain matches the wildcard (its address is listed).
+        let r = s.call("fetch", json!({"url": "https://api.good.test/w"}));
+        assert_eq!(r["status"], 200, "uid {uid}: {r:#}");
+        // The apex does not.
+        let r = s.call("fetch", json!({"url": "https://good.test/"}));
+        assert!(
+            r["error"].as_str().unwrap_or_default().contains("403"),
+            "uid {uid}: {r:#}"
+        );
+        // A listed name on a private address that is not listed itself.
+        let r = s.call("fetch", json!({"url": "https://private.test/"}));
+        assert!(
+            r["error"].as_str().unwrap_or_default().contains("403"),
+            "uid {uid}: {r:#}"
+        );
+        let records = wait_records(&w, 3);
+        let got: Vec<(String, String)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r["host"].as_str().unwrap_or_default().to_owned(),
+                    r["reason"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("api.good.test", "ok"),
+            ("good.test", "not_listed"),
+            ("private.test", "non_public"),
+        ]
+        .iter()
+        .map(|(h, r)| ((*h).to_owned(), (*r).to_owned()))
+        .collect();
+        assert_eq!(got, want, "uid {uid}: {records:#?}");
+        assert_eq!(records[0]["rule"], "*.good.test:443", "uid {uid}");
+        let dropped = records[2]["dropped"].to_string();
+        assert!(
+            dropped.contains(&net.second_ip()) && records[2]["connected"].is_null(),
+            "uid {uid}: {:#}",
+            records[2]
+        );
     }
 }
