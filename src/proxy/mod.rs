@@ -70,63 +70,35 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         timeout: opts.timeout,
         max_message: opts.max_message,
     };
-    let (mut conn, hs) = client::connect(&launch, Some(entry.era()), copts)
-        .await
-        .map_err(|f| crate::commands::server_error("cannot start", &launch, f))?;
-    let items = match client::read_lists(&mut conn, &hs).await {
-        Ok(items) => items,
-        Err(e) => {
-            conn.close().await;
-            return Err(
-                Error::new(format!("cannot read the surface of server `{}`", opts.name)).cause(e),
-            );
-        }
-    };
-    let live = lockfile::Surface {
-        era: hs.era,
-        protocol_version: hs.protocol_version.clone(),
-        supported_versions: hs.supported_versions.clone(),
-        server_info: hs.server_info.clone(),
-        capabilities: hs.capabilities.clone(),
-        instructions: hs.instructions.clone(),
-        items,
-    };
-    audit.note(
-        "start",
-        json!({"pid": conn.process.child.id(), "era": era_name(hs.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid}),
-    );
+    let locked_era = entry.era();
 
-    let server_era = conn.era();
-    let server_version = conn.version().to_owned();
-    let next_id = conn.next_id();
-    let mut process = conn.process;
-    let (Some(server_in), Some(server_out)) = (process.stdin.take(), process.stdout.take()) else {
-        return Err(Error::new("the server's stdio is gone"));
-    };
-
+    // The client link is up at once: the handshake is answered from the lock while the server
+    // starts (a slow `uvx`/`npx` start would otherwise outlast a client's discover probe); every
+    // other request waits until the live surface has been compared with the lock.
     let (to_client, client_out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
     let (to_server, server_in_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
     let (client_tx, mut client_rx) = mpsc::channel::<Input>(CHANNEL);
-    let (server_tx, mut server_rx) = mpsc::channel::<Input>(CHANNEL);
     let max = opts.max_message;
     tokio::spawn(read_loop(
         BufReader::new(tokio::io::stdin()),
         client_tx,
         max,
     ));
-    tokio::spawn(read_loop(server_out, server_tx, max));
     let client_writer = tokio::spawn(write_loop(tokio::io::stdout(), client_out_rx));
-    let server_writer = tokio::spawn(write_loop(server_in, server_in_rx));
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
 
     let mut proxy = Proxy {
         name: opts.name.clone(),
+        server_era: locked_era,
+        server_version: entry.protocol_version.clone(),
         entry,
-        server_era,
-        server_version,
         audit,
         quarantine: None,
         client_legacy_caps: None,
-        next_server_id: next_id,
+        next_server_id: 0,
         pending: HashMap::new(),
         next_relay: 0,
         relayed: HashMap::new(),
@@ -140,6 +112,56 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         drops: 0,
         max_message: opts.max_message,
     };
+
+    let starting = start_server(&launch, locked_era, copts);
+    tokio::pin!(starting);
+    let mut early: Vec<Input> = Vec::new();
+    let outcome = loop {
+        tokio::select! {
+            r = &mut starting => break Ok(r),
+            msg = client_rx.recv(), if early.len() < CHANNEL => match msg {
+                Some(Input::Line(line)) if is_handshake(&line) => proxy.on_client_line(&line).await,
+                Some(Input::Eof) | None => break Err("client closed stdin while the server started"),
+                Some(other) => early.push(other),
+            },
+            _ = sigterm.recv() => break Err("signal while the server started"),
+            _ = sigint.recv() => break Err("signal while the server started"),
+        }
+    };
+    let (conn, live) = match outcome {
+        Ok(Ok(started_server)) => started_server,
+        Ok(Err(e)) => {
+            drop(proxy);
+            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            return Err(e);
+        }
+        Err(reason) => {
+            // Dropping the start ends the server's process group.
+            drop(starting);
+            proxy.audit.note(
+                "exit",
+                json!({"reason": reason, "duration_ms": started.elapsed().as_millis() as u64}),
+            );
+            drop(proxy);
+            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            return Ok(Exit::Ok);
+        }
+    };
+    proxy.audit.note(
+        "start",
+        json!({"pid": conn.process.child.id(), "era": era_name(live.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid}),
+    );
+    proxy.server_era = conn.era();
+    proxy.server_version = conn.version().to_owned();
+    proxy.next_server_id = conn.next_id();
+    let mut process = conn.process;
+    let (Some(server_in), Some(server_out)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(Error::new("the server's stdio is gone"));
+    };
+    let (server_tx, mut server_rx) = mpsc::channel::<Input>(CHANNEL);
+    tokio::spawn(read_loop(server_out, server_tx, max));
+    let server_writer = tokio::spawn(write_loop(server_in, server_in_rx));
+
     proxy.check_start(&live);
     // A 2026-07-28 server announces changes only on a listen stream, and only for the kinds
     // whose capability has `listChanged` (mcp-server-time has none and refuses the stream).
@@ -152,11 +174,14 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     if proxy.server_era == Era::Modern && announces {
         proxy.open_listen().await;
     }
-
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
+    // What the client sent while the server started, in order.
+    for input in early {
+        match input {
+            Input::Line(line) => proxy.on_client_line(&line).await,
+            Input::TooLong(n, head) => proxy.client_too_long(n, &head).await,
+            Input::Eof => {}
+        }
+    }
 
     let exit = loop {
         tokio::select! {
@@ -257,6 +282,53 @@ async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
             return;
         }
     }
+}
+
+/// Starts the server in its locked era and reads its live surface.
+async fn start_server(
+    launch: &crate::mcp::process::Launch,
+    era: Era,
+    copts: Options,
+) -> Result<(client::Connection, lockfile::Surface)> {
+    let (mut conn, hs) = client::connect(launch, Some(era), copts)
+        .await
+        .map_err(|f| crate::commands::server_error("cannot start", launch, f))?;
+    let items = match client::read_lists(&mut conn, &hs).await {
+        Ok(items) => items,
+        Err(e) => {
+            conn.close().await;
+            return Err(Error::new(format!(
+                "cannot read the surface of server `{}`",
+                launch.server
+            ))
+            .cause(e));
+        }
+    };
+    let live = lockfile::Surface {
+        era: hs.era,
+        protocol_version: hs.protocol_version.clone(),
+        supported_versions: hs.supported_versions.clone(),
+        server_info: hs.server_info.clone(),
+        capabilities: hs.capabilities.clone(),
+        instructions: hs.instructions.clone(),
+        items,
+    };
+    Ok((conn, live))
+}
+
+/// Whether a client line is a handshake request that the lock alone answers.
+fn is_handshake(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        id: Option<Value>,
+    }
+    serde_json::from_slice::<Peek<'_>>(line).is_ok_and(|p| {
+        p.id.is_some_and(|id| !id.is_null())
+            && p.method
+                .is_some_and(|m| matches!(&*m, "initialize" | "server/discover" | "ping"))
+    })
 }
 
 fn era_name(era: Era) -> &'static str {
