@@ -20,7 +20,6 @@ import asyncio
 import json
 import sys
 
-import mcp.client.session
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -42,10 +41,6 @@ async def walk(fetch, field):
 
 
 async def main(plan):
-    # The proxy answers `server/discover` once the server is up and its surface checked; on a
-    # loaded test machine that can take longer than the SDK's 10 s probe timeout, after which
-    # `auto` would quietly fall back to the legacy handshake.
-    mcp.client.session.DISCOVER_TIMEOUT_SECONDS = 120.0
     params = StdioServerParameters(
         command=plan["command"][0], args=plan["command"][1:], env=plan.get("env") or {}
     )
