@@ -607,6 +607,17 @@ fn refused(r: &Value, key: &str, errnos: &[&str], ctx: &str) {
 
 #[test]
 fn escape_battery_finds_nothing() {
+    escape_battery(false);
+}
+
+#[test]
+fn escape_battery_finds_nothing_in_allow_mode() {
+    escape_battery(true);
+}
+
+/// The battery with `network.allow: []`, or (`allow_mode`) with one listed loopback address
+/// (another listener of this test; the server gets its own network namespace).
+fn escape_battery(allow_mode: bool) {
     for uid in users() {
         let w = Sbx::new(uid);
         // Things outside to reach for: a TCP listener on loopback, an "ssh-agent" pathname
@@ -624,7 +635,17 @@ fn escape_battery_finds_nothing() {
             std::os::unix::net::UnixListener::bind_addr(&addr).unwrap()
         };
         w.chown();
-        let pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+        let listed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allow: Vec<String> = if allow_mode {
+            vec![format!("127.0.0.1:{}", listed.local_addr().unwrap().port())]
+        } else {
+            vec![]
+        };
+        let pol = policy(
+            &[helper("").display().to_string(), w.s("data")],
+            &[],
+            &allow,
+        );
         let r = w.lock("escape", &pol, &escape_argv());
         if let Some(why) = kernel_lacks(&r) {
             return skip(&why);
@@ -640,7 +661,7 @@ fn escape_battery_finds_nothing() {
                    "readable": w.s("data/readme.txt"), "tcp_port": tcp_port,
                    "unix_socket": agent, "abstract": abstract_name}),
         );
-        let ctx = format!("uid {uid}: {res:#}");
+        let ctx = format!("uid {uid}, allow {allow:?}: {res:#}");
         assert_eq!(
             res["ppid"],
             json!(s.child.id()),
@@ -666,12 +687,18 @@ fn escape_battery_finds_nothing() {
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
         }
+        if allow_mode {
+            // TCP sockets exist, but the host's loopback is another namespace's.
+            refused(&res, "tcp_loopback", &[], &ctx);
+            refused(&res, "tcp6_loopback", &[], &ctx);
+        } else {
+            for key in ["tcp_loopback", "tcp6_loopback", "udp"] {
+                refused(&res, key, &["EPERM", "EACCES"], &ctx);
+            }
+        }
         for key in [
-            "tcp_loopback",
-            "tcp6_loopback",
             "unix_pathname",
             "unix_abstract",
-            "udp",
             "netlink",
             "ptrace_attach_proxy",
             "kill_proxy_0",
@@ -682,7 +709,25 @@ fn escape_battery_finds_nothing() {
         ] {
             refused(&res, key, &["EPERM", "EACCES"], &ctx);
         }
-        assert_eq!(res["env_names"], json!(["TMP", "TMPDIR"]), "{ctx}");
+        let proxy_vars = [
+            "ALL_PROXY",
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "NODE_USE_ENV_PROXY",
+            "NO_PROXY",
+            "all_proxy",
+            "http_proxy",
+            "https_proxy",
+            "no_proxy",
+        ];
+        let names: Vec<&str> = res["env_names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .filter(|n| !(allow_mode && proxy_vars.contains(n)))
+            .collect();
+        assert_eq!(names, ["TMP", "TMPDIR"], "{ctx}");
         assert_eq!(res["no_new_privs"], "1", "{ctx}");
         assert_eq!(res["cap_eff"], "0000000000000000", "{ctx}");
         assert!(!w.p("outside/pwned").exists(), "{ctx}");
@@ -716,10 +761,9 @@ fn refused_policies_never_start_the_server() {
             return skip(&why);
         }
         r.code(0);
-        assert_eq!(
-            support::starts(&transcript),
-            2,
-            "uid {uid}: discover + initialize"
+        assert!(
+            support::starts(&transcript) >= 1,
+            "uid {uid}: the control never ran"
         );
         std::fs::remove_file(&transcript).unwrap();
 
@@ -850,7 +894,7 @@ fn lock_sandbox_problems_name_the_server_all_in_one_pass() {
     let r = w.lock("onepass", &pol, &escape_argv());
     assert_eq!(r.code, 2, "{r:#?}");
     for needle in [
-        "onepass",
+        "`onepass`",
         "relative/dir",
         &missing,
         &w.s("proj"),
@@ -1119,6 +1163,7 @@ fn wait_gone_any(pid: u64, timeout: Duration) -> bool {
 #[test]
 fn process_tree_dies_on_client_eof() {
     tree_dies("eof", false, true, false);
+    tree_dies("eof", true, true, false);
 }
 
 #[test]
