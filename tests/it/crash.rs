@@ -37,24 +37,26 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
                           "inputSchema": {"type": "object"}}]})
     };
     let s = w.scenario("victim", &victim(0));
-    let started = Instant::now();
     w.lock_fake("victim", &s, &[]).code(0);
-    let full = started.elapsed();
+    // Calibrate on the operation each iteration runs (a re-lock): the median of three.
+    let mut runs: Vec<Duration> = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            w.run(&["lock", "--name", "victim"]).code(0);
+            started.elapsed()
+        })
+        .collect();
+    runs.sort();
+    let full = runs[1];
     let window_us = u64::try_from(full.as_micros()).unwrap() * 13 / 10;
 
     let mut rng = Rng(SEED);
     let mut old = w.lock_bytes();
-    let (mut kept_old, mut got_new, mut finished) = (0, 0, 0);
+    let (mut kept_old, mut got_new, mut finished, mut during_write) = (0, 0, 0, 0);
     for i in 1..=ITERATIONS {
         w.scenario("victim", &victim(i));
-        // Half the kills anywhere in the run, half near its end, where the file is written.
-        let delay_us = if i % 2 == 0 {
-            rng.next() % window_us.max(1)
-        } else {
-            let full_us = window_us * 10 / 13;
-            full_us * 8 / 10 + rng.next() % (full_us * 3 / 10).max(1)
-        };
-        let delay = Duration::from_micros(delay_us);
+        let earlier = temp_leftovers(w.path());
+        let delay = Duration::from_micros(rng.next() % window_us.max(1));
         let mut child = w
             .cmd()
             .args(["lock", "--name", "victim"])
@@ -62,7 +64,24 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(delay);
+        if i % 2 == 0 {
+            // Anywhere in the run.
+            std::thread::sleep(delay);
+        } else {
+            // Aimed at the write: kill as soon as the temporary file shows up (or at the random
+            // moment, if it is never seen).
+            let started = Instant::now();
+            while started.elapsed() < delay * 2 && child.try_wait().unwrap().is_none() {
+                if temp_leftovers(w.path())
+                    .iter()
+                    .any(|t| !earlier.contains(t))
+                {
+                    during_write += 1;
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
         let exited_before_kill = child.try_wait().unwrap().is_some();
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
@@ -119,7 +138,8 @@ fn killed_lock_never_leaves_a_torn_lockfile() {
     eprintln!(
         "crash test: {ITERATIONS} kills over a {full:?} lock (seed {SEED:#x}): \
          {kept_old} left the old file, {got_new} a new complete file ({finished} had already \
-         finished); {} `.mcp.lock.*.tmp` left behind: {leftovers:?}",
+         finished, {during_write} killed once the temporary file existed); {} \
+         `.mcp.lock.*.tmp` left behind: {leftovers:?}",
         leftovers.len()
     );
 
