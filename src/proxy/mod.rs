@@ -113,8 +113,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         max_message: opts.max_message,
     };
 
-    let starting = start_server(&launch, locked_era, copts);
-    tokio::pin!(starting);
+    // Boxed, so that dropping it ends the server at once.
+    let mut starting = Box::pin(start_server(&launch, locked_era, copts));
     let mut early: Vec<Input> = Vec::new();
     let outcome = loop {
         tokio::select! {
