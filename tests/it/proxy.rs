@@ -2070,3 +2070,44 @@ fn client_eof_while_the_server_starts_ends_it() {
         wait_gone(e["pid"].as_u64().unwrap() as u32, "the server");
     }
 }
+
+#[test]
+fn a_client_flood_of_junk_is_dropped_with_bounded_audit_and_memory() {
+    let w = World::new();
+    let t = w.transcript("cf");
+    lock(&w, "cf", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "cf", Era::Legacy);
+    px.hello();
+    let mut batch = Vec::new();
+    for i in 0..100_000 {
+        let line = if i % 2 == 0 {
+            json!({"jsonrpc": "2.0", "method": "notifications/junk", "params": {"i": i}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": format!("nobody-{i}"), "result": {}})
+        };
+        batch.extend(serde_json::to_vec(&line).unwrap());
+        batch.push(b'\n');
+        if batch.len() > 1 << 20 {
+            px.send_raw(&batch);
+            batch.clear();
+        }
+    }
+    px.send_raw(&batch);
+    let r = px.call(json!("after"), "echo", json!({"ok": true}));
+    assert_eq!(text_of(&r), r#"{"ok": true}"#);
+    let hwm = vm_hwm_kb(px.pid());
+    assert!(hwm > 0 && hwm < 100 * 1024, "peak RSS {hwm} kB");
+    assert!(
+        px.seen.is_empty(),
+        "junk gets no answers: {:?}",
+        &px.seen[..1]
+    );
+    assert_eq!(px.finish(), 0);
+    let records = audit(&w);
+    assert!(records.len() < 200, "{} audit records", records.len());
+    let server_got = received(&t).len();
+    assert!(
+        server_got < 20,
+        "junk never reached the server ({server_got} messages)"
+    );
+}
