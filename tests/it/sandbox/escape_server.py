@@ -14,7 +14,7 @@ answering one JSON text:
   `connect_plain` (CONNECT, then plain HTTP bytes), `get` (a plain proxy `GET`),
   `direct` (a TCP connection to host:port, bypassing the proxy).
 - `spawn {seconds}`: starts `/usr/bin/sleep SECONDS` as a child and, through `setsid` and a
-  double fork, as a detached daemon; answers their pids.
+  double fork, as a detached daemon; answers their pids and the private `TMPDIR`.
 """
 
 import ctypes
@@ -212,7 +212,7 @@ def spawn(a):
     daemon = int(os.read(rfd, 32).decode())
     os.close(rfd)
     os.waitpid(mid, 0)
-    return {"child": child, "daemon": daemon, "server": os.getpid()}
+    return {"child": child, "daemon": daemon, "server": os.getpid(), "tmpdir": os.environ["TMPDIR"]}
 
 
 HANDLERS = {"escape": escape, "fetch": fetch, "raw": raw, "spawn": spawn}
