@@ -110,7 +110,12 @@ pub fn request(
     let policy = mcpsum_sandbox::validate(&raw, &protected).map_err(|errors| {
         let lines: Vec<String> = errors
             .iter()
-            .map(|e| format!("  servers.{server}.policy.sandbox.{e}"))
+            .map(|e| {
+                format!(
+                    "  servers.{server}.policy.sandbox.{}",
+                    e.to_string().replacen('`', "", 2)
+                )
+            })
             .collect();
         format!(
             "sandbox policy of server `{server}` refused, server not started:\n{}",

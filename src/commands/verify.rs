@@ -105,6 +105,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     }
 
     let mut out = String::new();
+    if results.is_empty() {
+        out.push_str("no servers locked\n");
+    }
     for (name, outcome) in &results {
         match outcome {
             Outcome::Checked(d) => match d.class() {
@@ -142,8 +145,19 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     }
     if exit == Exit::Problem {
         out.push_str(&format!(
-            "\n{}: review the changes; if they are expected, run `mcpsum lock --name NAME` and commit `{}`\n",
+            "\n{}: review the changes; if they are expected, run {} and commit `{}`\n",
             paint(style::BOLD, "hint"),
+            results
+                .iter()
+                .filter(|(_, o)| match o {
+                    Outcome::Checked(d) =>
+                        d.class() == Class::Definitional
+                            || (args.strict && d.class() == Class::Informational),
+                    Outcome::Failed(_) => false,
+                })
+                .map(|(n, _)| format!("`mcpsum lock --name {n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
             path.display()
         ));
     }

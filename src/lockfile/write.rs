@@ -22,7 +22,8 @@ pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
     out
 }
 
-/// Replaces `path` with `bytes` atomically: a temporary file in the same directory, fsync,
+/// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]): a temporary file in the
+/// same directory, fsync,
 /// rename over, fsync the directory. An interrupted write leaves the old file whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = parent_dir(path);
@@ -31,6 +32,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .cause(e)
             .hint("check that the directory exists and is writable; the old file is unchanged")
     };
+    remove_stale_temporaries(&dir);
     let mut tmp = tempfile::Builder::new()
         .prefix(".mcp.lock.")
         .suffix(".tmp")
@@ -49,6 +51,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.persist(path).map_err(|e| fail(e.error))?;
     File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
     Ok(())
+}
+
+/// Removes `.mcp.lock.*.tmp` files left by a writer that was killed mid-write. Writers hold the
+/// directory lock ([`LockGuard`]) while writing, so under the lock any such file is stale.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".mcp.lock.") && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn parent_dir(path: &Path) -> PathBuf {
