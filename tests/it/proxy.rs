@@ -1330,11 +1330,17 @@ fn floods_and_unknown_ids_from_the_server_keep_memory_bounded() {
         std::thread::sleep(Duration::from_secs(3));
         let stalled = vm_hwm_kb(px.pid());
         // Drain whatever the proxy relays while the flood passes, then check it still serves.
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(180);
         let mut relayed = 0usize;
-        while let Some(m) = px.recv(Duration::from_millis(1500)) {
+        while relayed < 100_000 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let m = px.recv(left).unwrap_or_else(|| {
+                panic!(
+                    "{server:?}: the flood stopped at {relayed}\n{}",
+                    px.stderr()
+                )
+            });
             relayed += usize::from(m["method"] == "notifications/message");
-            assert!(Instant::now() < deadline, "the flood never ends");
         }
         let r = px.call(json!(2), "echo", json!({"after": "flood"}));
         assert_eq!(text_of(&r), r#"{"after": "flood"}"#, "relayed {relayed}");
@@ -2030,7 +2036,11 @@ fn the_handshake_is_answered_while_a_slow_server_starts() {
             let r = px.hello();
             result_of(&r);
             let handshake = asked.elapsed();
-            assert!(handshake < Duration::from_millis(1500), "{handshake:?}");
+            assert!(
+                !px.seen.iter().any(|m| m["id"] == "early"),
+                "the handshake did not wait for the server ({handshake:?})"
+            );
+            assert!(handshake < Duration::from_secs(2), "{handshake:?}");
             let r = px.response(&json!("early"));
             assert!(
                 asked.elapsed() >= Duration::from_secs(2),
