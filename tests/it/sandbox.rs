@@ -369,8 +369,12 @@ impl Session {
 }
 
 impl Drop for Session {
+    /// Ends like a client does (EOF), so the proxy cleans up; kills it if it lingers.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        self.stdin = None;
+        if self.wait(Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
@@ -499,6 +503,9 @@ fn mcp_server_time_locks_and_answers_sandboxed() {
         let text = first_text(&r["steps"][1]);
         let want = if name == "time" { "Etc/UTC" } else { "hi" };
         assert!(text.contains(want), "uid {uid}: call answered {r:#}");
+        w.run(&["verify"])
+            .code(0)
+            .stdout_has(&[&format!("ok {name}: clean")]);
     }
 }
 
@@ -735,6 +742,65 @@ fn escape_battery(allow_mode: bool) {
         // The proxy is alive and well after all that.
         let ping = s.request("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
+    }
+}
+
+/// `lock`, `verify` and `proxy` all start the server inside its sandbox: it tries to create a
+/// marker file outside its write set at start, which works only unsandboxed (the control).
+#[test]
+fn lock_verify_and_proxy_run_the_server_sandboxed() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let marker = |n: &str| w.p(&format!("outside/marker-{n}"));
+        let argv = |n: &str| {
+            let mut a = escape_argv();
+            a.extend(["--marker".to_owned(), marker(n).display().to_string()]);
+            a
+        };
+        // Control: unsandboxed, the marker appears.
+        let mut args = vec![
+            "lock".to_owned(),
+            "--name".into(),
+            "plain".into(),
+            "--".into(),
+        ];
+        args.extend(argv("plain"));
+        w.run(&args).code(0);
+        assert!(
+            marker("plain").exists(),
+            "uid {uid}: the control made no marker"
+        );
+
+        let pol = policy(&[helper("").display().to_string()], &[], &[]);
+        let r = w.lock("boxed", &pol, &argv("boxed"));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        assert!(
+            !marker("boxed").exists(),
+            "uid {uid}: `lock` ran it unsandboxed"
+        );
+        w.run(&["verify", "--name", "boxed"]).code(0);
+        assert!(
+            !marker("boxed").exists(),
+            "uid {uid}: `verify` ran it unsandboxed"
+        );
+        let mut s = Session::start(
+            w.command(&["proxy", "--name", "boxed"]),
+            w.p("proxy.stderr"),
+        );
+        let list = s.request("tools/list", json!({}));
+        assert_eq!(
+            list["result"]["tools"].as_array().map(Vec::len),
+            Some(4),
+            "{list}"
+        );
+        drop(s);
+        assert!(
+            !marker("boxed").exists(),
+            "uid {uid}: `proxy` ran it unsandboxed"
+        );
     }
 }
 

@@ -1,8 +1,8 @@
 """A tiny MCP stdio server (legacy era, standard library only) whose tools try to get out of
 mcpsum's sandbox, for tests/it/sandbox.rs and tests/it/egress.rs.
 
-Run as `/usr/bin/python3 escape_server.py` (no arguments, no environment needed). Tools, each
-answering one JSON text:
+Run as `/usr/bin/python3 escape_server.py [--marker PATH]` (no environment needed; with
+`--marker` it tries to create PATH at start). Tools, each answering one JSON text:
 
 - `escape {home, outside, lockfile, readable, tcp_port, unix_socket, abstract}`: one entry per
   attempt, `{"ok": true, "value": ...}` or `{"ok": false, "errno": "EACCES", "error": ...}`.
@@ -241,6 +241,13 @@ def answer(msg):
 
 
 def main():
+    # `--marker PATH`: try to create PATH at start (a sandbox with PATH outside its write set
+    # refuses it), so a test can tell whether a command ran this server sandboxed.
+    if len(sys.argv) == 3 and sys.argv[1] == "--marker":
+        try:
+            write(sys.argv[2])
+        except OSError:
+            pass
     for line in sys.stdin:
         try:
             msg = json.loads(line)
