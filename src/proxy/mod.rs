@@ -11,6 +11,7 @@
 //! bounded channels; one loop owns all state, so there are no locks and no unbounded queues: a
 //! slow reader on either side slows the other down instead of growing memory.
 
+mod gate;
 mod uri;
 
 use std::collections::{BTreeMap, HashMap};
@@ -90,7 +91,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
 
+    let taint = gate::TaintGate::new(&entry, &state_dir, &session, &opts.name)?;
     let mut proxy = Proxy {
+        taint,
         name: opts.name.clone(),
         server_era: locked_era,
         server_version: entry.protocol_version.clone(),
@@ -105,6 +108,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         rounds: HashMap::new(),
         next_round: 0,
         listen_reopens: 0,
+        subscriptions: HashMap::new(),
         streams: HashMap::new(),
         rereads: BTreeMap::new(),
         to_client,
@@ -183,8 +187,11 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         }
     }
 
+    // Approval prompts that get no answer time out.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     let exit = loop {
         tokio::select! {
+            _ = tick.tick() => proxy.expire_approvals().await,
             msg = client_rx.recv() => match msg {
                 Some(Input::Line(line)) => proxy.on_client_line(&line).await,
                 Some(Input::TooLong(n, head)) => proxy.client_too_long(n, &head).await,
@@ -355,6 +362,12 @@ enum Pending {
     Reread(Kind),
     /// mcpsum's own `subscriptions/listen` (2026-07-28 servers).
     Listen,
+    /// A listen stream standing for a legacy `resources/subscribe` to a 2026-07-28 server;
+    /// `client_id` is answered on the acknowledgment.
+    Subscription {
+        uri: String,
+        client_id: Option<Value>,
+    },
 }
 
 /// A legacy client's request to a 2026-07-28 server, kept for a retry after an input round.
@@ -414,6 +427,8 @@ struct Proxy {
     next_round: u64,
     /// Times mcpsum re-opened its own listen stream.
     listen_reopens: u32,
+    /// Legacy `resources/subscribe` to a 2026-07-28 server: URI → the listen stream's id.
+    subscriptions: HashMap<String, u64>,
     /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
     streams: HashMap<u64, Value>,
     rereads: BTreeMap<Kind, Reread>,
@@ -422,6 +437,8 @@ struct Proxy {
     drops: u64,
     /// `--max-message-bytes`, for messages.
     max_message: usize,
+    /// Taint labels, the session's shared state and pending approvals (I6).
+    taint: gate::TaintGate,
 }
 
 fn is_modern_request(params: Option<&Value>) -> bool {
@@ -622,6 +639,7 @@ impl Proxy {
 
     async fn client_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
         let modern = is_modern_request(params.as_ref());
+        self.note_client(method, params.as_ref());
         match method {
             "initialize" => return self.answer_initialize(id, params.as_ref()).await,
             "server/discover" => return self.answer_discover(id, params.as_ref()).await,
@@ -668,15 +686,9 @@ impl Proxy {
                     return self.refuse(id, method, uri_s, codes::INVALID_PARAMS, &format!("resource `{uri_s}` is not in mcp.lock for server `{}` and matches no locked template", self.name)).await;
                 }
                 if method != "resources/read" && self.server_era == Era::Modern {
-                    return self
-                        .refuse(
-                            id,
-                            method,
-                            uri_s,
-                            codes::METHOD_NOT_FOUND,
-                            "this server speaks 2026-07-28, which has no resources/subscribe",
-                        )
-                        .await;
+                    // 2026-07-28 has no resources/subscribe: a listen stream stands for it.
+                    let uri_s = uri_s.to_owned();
+                    return self.subscribe_by_listen(id, method, uri_s).await;
                 }
                 uri_s.to_owned()
             }
@@ -722,6 +734,11 @@ impl Proxy {
                     )
                     .await;
             }
+        };
+        // Sinks on a tainted session wait for the person's approval (I6).
+        let params = match self.gate(id, method, params, modern, &item).await {
+            gate::Gate::Forward(p) => p,
+            gate::Gate::Handled => return,
         };
         let retry = self.retry_for(method, params.as_ref(), modern);
         self.forward(id, method, params, modern, item, retry).await;
@@ -992,6 +1009,9 @@ impl Proxy {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
+                if self.cancel_held(&rid).await {
+                    return;
+                }
                 let round = self
                     .rounds
                     .iter()
@@ -1049,6 +1069,9 @@ impl Proxy {
     }
 
     async fn client_response(&mut self, id: &Value, obj: &Map<String, Value>) {
+        if self.approval_answer(id, obj).await {
+            return;
+        }
         let key = id.as_str().map(str::to_owned).unwrap_or_default();
         let server_id = match self.relayed.remove(&key) {
             None => return self.drop_junk("client", "response to an unknown id"),
@@ -1089,6 +1112,10 @@ impl Proxy {
         let sid = id.as_u64().unwrap_or_default();
         match pending {
             Pending::Listen => {}
+            Pending::Subscription { uri, client_id } => {
+                self.subscription_failed(&uri, client_id, "an answer over the size limit")
+                    .await;
+            }
             Pending::Reread(kind) => {
                 self.rereads.remove(&kind);
                 self.quarantine_now(&format!(
@@ -1146,6 +1173,15 @@ impl Proxy {
         };
         match pending {
             Pending::Listen => self.listen_ended(obj.contains_key("result")).await,
+            Pending::Subscription { uri, client_id } => {
+                let why = obj
+                    .get("error")
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the server ended the stream")
+                    .to_owned();
+                self.subscription_failed(&uri, client_id, &why).await;
+            }
             Pending::Reread(kind) => self.reread_page(kind, &obj).await,
             Pending::Client {
                 client_id,
@@ -1186,6 +1222,8 @@ impl Proxy {
                         {
                             meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
                         }
+                        // A source's result reaches the client: the session is tainted.
+                        self.after_result(&method, &item, &result);
                         out["result"] = result;
                         true
                     }
@@ -1288,6 +1326,11 @@ impl Proxy {
                 self.pending.remove(&rid);
                 return self.listen_ended(true).await;
             }
+            if let Some(Pending::Subscription { uri, client_id }) = self.pending.remove(&rid) {
+                return self
+                    .subscription_failed(&uri, client_id, "the server ended the stream")
+                    .await;
+            }
             if let Some(client_id) = self.streams.remove(&rid) {
                 self.pending.remove(&rid);
                 let mut p = params.unwrap_or_else(|| json!({}));
@@ -1320,6 +1363,34 @@ impl Proxy {
             return;
         }
         if ours {
+            return;
+        }
+        if let Some(s) = sub
+            && let Some(Pending::Subscription { client_id, .. }) = self.pending.get_mut(&s)
+        {
+            // A legacy client's subscription: acknowledged means subscribed; updates go to the
+            // client without the stream's tag, as legacy ones do.
+            match method {
+                "notifications/subscriptions/acknowledged" => {
+                    if let Some(id) = client_id.take() {
+                        self.reply(&id, json!({})).await;
+                    }
+                }
+                "notifications/resources/updated" => {
+                    let mut p = params.unwrap_or_else(|| json!({}));
+                    if let Some(meta) = p.get_mut("_meta").and_then(Value::as_object_mut) {
+                        meta.remove(META_SUBSCRIPTION);
+                        if meta.is_empty()
+                            && let Some(o) = p.as_object_mut()
+                        {
+                            o.remove("_meta");
+                        }
+                    }
+                    self.send_client(json!({"jsonrpc": "2.0", "method": method, "params": p}))
+                        .await;
+                }
+                _ => self.drop_junk("server", &format!("notification `{method}` not forwarded")),
+            }
             return;
         }
         let mut params = params;
@@ -1363,6 +1434,73 @@ impl Proxy {
             msg["params"] = p;
         }
         self.send_client(msg).await;
+    }
+
+    // ----- resources/subscribe to a 2026-07-28 server -----
+
+    async fn subscribe_by_listen(&mut self, id: &Value, method: &str, uri: String) {
+        let existing = self.subscriptions.get(&uri).copied();
+        if method == "resources/unsubscribe" {
+            if let Some(sid) = existing {
+                self.subscriptions.remove(&uri);
+                self.pending.remove(&sid);
+                let params =
+                    with_modern_meta(json!({"requestId": sid}), &self.server_version, json!({}));
+                self.send_server(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}))
+                    .await;
+            }
+            self.audit.note(
+                "call",
+                json!({"method": method, "item": uri, "decision": "allow", "ok": true}),
+            );
+            return self.reply(id, json!({})).await;
+        }
+        if existing.is_some() {
+            return self.reply(id, json!({})).await;
+        }
+        if self.pending.len() >= MAX_IN_FLIGHT {
+            return self
+                .refuse(
+                    id,
+                    method,
+                    &uri,
+                    codes::INTERNAL,
+                    "too many requests in flight; retry later",
+                )
+                .await;
+        }
+        let sid = self.alloc_id();
+        self.subscriptions.insert(uri.clone(), sid);
+        self.pending.insert(
+            sid,
+            Pending::Subscription {
+                uri: uri.clone(),
+                client_id: Some(id.clone()),
+            },
+        );
+        self.audit.note(
+            "call",
+            json!({"method": method, "item": uri, "decision": "allow", "ok": true}),
+        );
+        let params = with_modern_meta(
+            json!({"notifications": {"resourceSubscriptions": [uri]}}),
+            &self.server_version,
+            json!({}),
+        );
+        self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": "subscriptions/listen", "params": params}))
+            .await;
+    }
+
+    /// A subscription's stream ended or was refused: an unanswered subscribe gets the error.
+    async fn subscription_failed(&mut self, uri: &str, client_id: Option<Value>, why: &str) {
+        self.subscriptions.remove(uri);
+        if let Some(id) = client_id {
+            let message = format!(
+                "server `{}` refused the subscription to `{uri}`: {why}",
+                self.name
+            );
+            self.reply_error(&id, codes::INTERNAL, &message, None).await;
+        }
     }
 
     // ----- input rounds: a 2026-07-28 server, a legacy client -----
@@ -1598,18 +1736,23 @@ impl Proxy {
         }
         let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
         for p in pending {
-            if let Pending::Client {
-                client_id,
-                method,
-                item,
-                ..
-            } = p
-            {
-                self.audit.note("refused", json!({"method": method, "item": item, "decision": "fail", "reason": "server exited"}));
-                let msg = format!("server `{}` exited before answering", self.name);
-                self.reply_error(&client_id, codes::INTERNAL, &msg, None)
-                    .await;
-            }
+            let (client_id, method, item) = match p {
+                Pending::Client {
+                    client_id,
+                    method,
+                    item,
+                    ..
+                } => (client_id, method, item),
+                Pending::Subscription {
+                    uri,
+                    client_id: Some(client_id),
+                } => (client_id, "resources/subscribe".to_owned(), uri),
+                _ => continue,
+            };
+            self.audit.note("refused", json!({"method": method, "item": item, "decision": "fail", "reason": "server exited"}));
+            let msg = format!("server `{}` exited before answering", self.name);
+            self.reply_error(&client_id, codes::INTERNAL, &msg, None)
+                .await;
         }
     }
 }

@@ -1,0 +1,547 @@
+//! The taint gate (I6) of the proxy: sources taint the client session, sinks need the person's
+//! approval while it is tainted, asked through the client (`elicitation/create` for a legacy
+//! client, an `input_required` result for a 2026-07-28 client).
+//!
+//! A sink call on a clean session costs one `stat` of the session file. A tool that is both a
+//! source and a sink is checked first and taints after its result reaches the client.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::Proxy;
+use crate::error::{Error, Result};
+use crate::lockfile::ServerEntry;
+use crate::mcp::{META_CAPABILITIES, META_CLIENT_INFO, codes};
+use crate::session::Session;
+use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark};
+
+/// The key of mcpsum's question in a 2026-07-28 `inputRequests` map.
+const INPUT_KEY: &str = "io.mcpsum/approval";
+/// How long a legacy client's person has to answer the prompt.
+const LEGACY_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Our ids for approval prompts on the client link start with this.
+const APPROVAL_PREFIX: &str = "mcpsum-approval-";
+/// Calls held for an answer, at most.
+const MAX_HELD: usize = 64;
+
+/// The gate's state in one proxy.
+pub(super) struct TaintGate {
+    labels: Labels,
+    store: Option<SessionStore>,
+    approver: Approver,
+    held: HashMap<String, Held>,
+    next: u64,
+    client_known: bool,
+}
+
+/// A legacy client's sink call, held until the person answers.
+struct Held {
+    client_id: Value,
+    method: String,
+    params: Option<Value>,
+    item: String,
+    deadline: Instant,
+}
+
+impl TaintGate {
+    /// Opens the session's shared state and registers this server in it. With labels, a state
+    /// that cannot be opened stops the proxy (fail closed).
+    pub(super) fn new(
+        entry: &ServerEntry,
+        state_dir: &std::path::Path,
+        session: &Session,
+        server: &str,
+    ) -> Result<Self> {
+        let labels = Labels::of(entry);
+        let store = SessionStore::open(state_dir, session).and_then(|mut s| {
+            s.update(|st| {
+                st.servers.insert(server.to_owned());
+            })?;
+            Ok(s)
+        });
+        let store = match store {
+            Ok(s) => Some(s),
+            Err(e) if labels.any() => {
+                return Err(Error::new(format!(
+                    "cannot open the taint state of this client session in `{}`",
+                    taint::taint_dir(state_dir).display()
+                ))
+                .cause(e)
+                .hint("server has `policy.taint`, so mcpsum will not run it without its taint state; check the state directory"));
+            }
+            Err(_) => None,
+        };
+        let approver =
+            Approver::new().map_err(|e| Error::new("cannot make an approval key").cause(e))?;
+        Ok(Self {
+            labels,
+            store,
+            approver,
+            held: HashMap::new(),
+            next: 0,
+            client_known: false,
+        })
+    }
+}
+
+fn call_of<'a>(method: &str, item: &'a str) -> Option<Call<'a>> {
+    match method {
+        "tools/call" => Some(Call::Tool(item)),
+        "resources/read" => Some(Call::ResourceRead),
+        "prompts/get" => Some(Call::PromptGet),
+        _ => None,
+    }
+}
+
+/// What the gate decided about a request.
+pub(super) enum Gate {
+    /// Forward it with these params.
+    Forward(Option<Value>),
+    /// It was answered or held.
+    Handled,
+}
+
+impl Proxy {
+    /// Records the client's name and version in the session, once.
+    pub(super) fn note_client(&mut self, method: &str, params: Option<&Value>) {
+        if self.taint.client_known {
+            return;
+        }
+        let info = match method {
+            "initialize" => params.and_then(|p| p.get("clientInfo")),
+            _ => params
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get(META_CLIENT_INFO)),
+        };
+        let Some(info) = info else { return };
+        let name = info.get("name").and_then(Value::as_str).unwrap_or("?");
+        let version = info.get("version").and_then(Value::as_str).unwrap_or("?");
+        let client: String = format!("{name} {version}").chars().take(120).collect();
+        self.taint.client_known = true;
+        if let Some(store) = self.taint.store.as_mut() {
+            let _ = store.update(|s| s.client = Some(client));
+        }
+    }
+
+    /// Checks a request before it is forwarded.
+    pub(super) async fn gate(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        modern: bool,
+        item: &str,
+    ) -> Gate {
+        let Some(call) = call_of(method, item) else {
+            return Gate::Forward(params);
+        };
+        if !self.taint.labels.is_sink(call) {
+            return Gate::Forward(params);
+        }
+        let mark = match self.taint.store.as_mut().map(SessionStore::tainted) {
+            Some(Ok(m)) => m,
+            None => None,
+            Some(Err(e)) => {
+                // Fail closed: an unreadable state could hide a taint.
+                self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval")).await;
+                return Gate::Handled;
+            }
+        };
+        let Some(mark) = mark else {
+            return Gate::Forward(params);
+        };
+        let message = taint::prompt_text(
+            &self.name,
+            item,
+            params.as_ref().and_then(|p| p.get("arguments")),
+            &mark,
+        );
+        let args = taint::arguments_digest(params.as_ref().and_then(|p| p.get("arguments")));
+        if modern {
+            return self
+                .gate_modern(id, method, params, item, &mark, &message, &args)
+                .await;
+        }
+        let can_ask = self
+            .client_legacy_caps
+            .as_ref()
+            .and_then(|c| c.get("elicitation"))
+            .is_some();
+        if !can_ask {
+            self.count(|a| a.refused += 1);
+            self.audit_approval(
+                method,
+                item,
+                "refused",
+                "the client cannot show an approval prompt (no elicitation capability)",
+                &mark,
+            );
+            let why = no_prompt_text(&self.name, item, &mark);
+            self.refuse_sink(id, method, item, &why).await;
+            return Gate::Handled;
+        }
+        if self.taint.held.len() >= MAX_HELD {
+            self.refuse_sink(
+                id,
+                method,
+                item,
+                "too many calls are waiting for approval; answer those first",
+            )
+            .await;
+            return Gate::Handled;
+        }
+        let ours = format!("{APPROVAL_PREFIX}{}", self.taint.next);
+        self.taint.next += 1;
+        self.taint.held.insert(
+            ours.clone(),
+            Held {
+                client_id: id.clone(),
+                method: method.to_owned(),
+                params,
+                item: item.to_owned(),
+                deadline: Instant::now() + LEGACY_APPROVAL_TIMEOUT,
+            },
+        );
+        self.count(|a| a.asked += 1);
+        self.audit_approval(
+            method,
+            item,
+            "asked",
+            "elicitation/create sent to the client",
+            &mark,
+        );
+        self.send_client(
+            json!({"jsonrpc": "2.0", "id": ours, "method": "elicitation/create", "params": {
+                "message": message,
+                "requestedSchema": taint::prompt_schema(),
+            }}),
+        )
+        .await;
+        Gate::Handled
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; the pieces are all different"
+    )]
+    async fn gate_modern(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        item: &str,
+        mark: &TaintMark,
+        message: &str,
+        args: &crate::lockfile::Sha256Digest,
+    ) -> Gate {
+        let p = params.clone().unwrap_or_else(|| json!({}));
+        let state = p.get("requestState").and_then(Value::as_str);
+        let answer = p.get("inputResponses").and_then(|r| r.get(INPUT_KEY));
+        if let (Some(state), Some(answer)) = (state, answer) {
+            // A retry: the state must be ours, unaltered, unused and for exactly this call.
+            if let Err(e) = self.taint.approver.check(state, &self.name, item, args) {
+                self.count(|a| a.refused += 1);
+                self.audit_approval(method, item, "refused", &e.to_string(), mark);
+                self.reply_error(
+                    id,
+                    codes::INVALID_PARAMS,
+                    &format!("mcpsum refused the approval: {e}; the call was not made"),
+                    None,
+                )
+                .await;
+                return Gate::Handled;
+            }
+            if taint::approves(answer) {
+                self.count(|a| a.accepted += 1);
+                self.audit_approval(method, item, "accept", "the person allowed the call", mark);
+                return Gate::Forward(Some(strip_approval(p)));
+            }
+            self.count(|a| a.declined += 1);
+            let action = answer
+                .get("action")
+                .and_then(Value::as_str)
+                .unwrap_or("decline");
+            self.audit_approval(
+                method,
+                item,
+                action,
+                "the person did not allow the call",
+                mark,
+            );
+            self.refuse_sink(id, method, item, &format!("the person did not allow `{item}` on server `{}` ({action}); the call was not made", self.name)).await;
+            return Gate::Handled;
+        }
+        let caps = p.get("_meta").and_then(|m| m.get(META_CAPABILITIES));
+        let can_ask = caps.and_then(|c| c.get("elicitation")).is_some_and(|e| {
+            e.as_object()
+                .is_some_and(|o| o.is_empty() || o.contains_key("form"))
+        });
+        if !can_ask {
+            self.count(|a| a.refused += 1);
+            self.audit_approval(
+                method,
+                item,
+                "refused",
+                "the client cannot show an approval prompt (no form elicitation)",
+                mark,
+            );
+            let why = no_prompt_text(&self.name, item, mark);
+            self.reply_error(
+                id,
+                codes::MISSING_CAPABILITY,
+                &why,
+                Some(json!({"requiredCapabilities": {"elicitation": {"form": {}}}})),
+            )
+            .await;
+            return Gate::Handled;
+        }
+        let token = self.taint.approver.mint(&self.name, item, args);
+        self.count(|a| a.asked += 1);
+        self.audit_approval(
+            method,
+            item,
+            "asked",
+            "input_required sent to the client",
+            mark,
+        );
+        self.reply(
+            id,
+            json!({
+                "resultType": "input_required",
+                "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
+                    "mode": "form",
+                    "message": message,
+                    "requestedSchema": taint::prompt_schema(),
+                }}},
+                "requestState": token,
+            }),
+        )
+        .await;
+        Gate::Handled
+    }
+
+    /// A client's answer to one of mcpsum's approval prompts; `false` when the id is not ours.
+    pub(super) async fn approval_answer(&mut self, id: &Value, obj: &Map<String, Value>) -> bool {
+        let Some(key) = id.as_str().filter(|k| k.starts_with(APPROVAL_PREFIX)) else {
+            return false;
+        };
+        let Some(held) = self.taint.held.remove(key) else {
+            self.drop_junk(
+                "client",
+                "answer to an approval prompt that is no longer open",
+            );
+            return true;
+        };
+        let mark = self.current_mark();
+        let approved = obj.get("result").is_some_and(taint::approves);
+        if approved {
+            self.count(|a| a.accepted += 1);
+            self.audit_approval(
+                &held.method,
+                &held.item,
+                "accept",
+                "the person allowed the call",
+                &mark,
+            );
+            let retry = self.retry_for(&held.method, held.params.as_ref(), false);
+            self.forward(
+                &held.client_id,
+                &held.method,
+                held.params,
+                false,
+                held.item,
+                retry,
+            )
+            .await;
+        } else {
+            let action = obj
+                .get("result")
+                .and_then(|r| r.get("action"))
+                .and_then(Value::as_str)
+                .unwrap_or("error")
+                .to_owned();
+            self.count(|a| a.declined += 1);
+            self.audit_approval(
+                &held.method,
+                &held.item,
+                &action,
+                "the person did not allow the call",
+                &mark,
+            );
+            let msg = format!(
+                "the person did not allow `{}` on server `{}` ({action}); the call was not made",
+                held.item, self.name
+            );
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg)
+                .await;
+        }
+        true
+    }
+
+    /// Refuses held calls whose prompt was not answered in time.
+    pub(super) async fn expire_approvals(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<String> = self
+            .taint
+            .held
+            .iter()
+            .filter(|(_, h)| h.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in expired {
+            let Some(held) = self.taint.held.remove(&key) else {
+                continue;
+            };
+            let mark = self.current_mark();
+            self.count(|a| a.declined += 1);
+            self.audit_approval(
+                &held.method,
+                &held.item,
+                "timeout",
+                "no answer to the approval prompt in time",
+                &mark,
+            );
+            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": "approval timed out"}})).await;
+            let msg = format!(
+                "no answer to mcpsum's approval prompt for `{}` on server `{}` in time; the call was not made",
+                held.item, self.name
+            );
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg)
+                .await;
+        }
+    }
+
+    /// The client cancelled a held call: withdraw its prompt.
+    pub(super) async fn cancel_held(&mut self, client_id: &Value) -> bool {
+        let Some(key) = self
+            .taint
+            .held
+            .iter()
+            .find(|(_, h)| h.client_id == *client_id)
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        self.taint.held.remove(&key);
+        self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": "the call was cancelled"}})).await;
+        true
+    }
+
+    /// After a successful result of a source reached the client: taint the session.
+    pub(super) fn after_result(&mut self, method: &str, item: &str, result: &Value) {
+        let Some(call) = call_of(method, item) else {
+            return;
+        };
+        if !self.taint.labels.is_source(call) || result.get("isError") == Some(&Value::Bool(true)) {
+            return;
+        }
+        let source = match call {
+            Call::Tool(t) => t.to_owned(),
+            Call::ResourceRead | Call::PromptGet => format!("{} {item}", call.label()),
+        };
+        let server = self.name.clone();
+        let Some(store) = self.taint.store.as_mut() else {
+            return;
+        };
+        let tainted_now = store.update(|s| {
+            if s.taint.is_none() {
+                s.taint = Some(TaintMark {
+                    server,
+                    item: source.clone(),
+                    ts: crate::audit::now_rfc3339(),
+                });
+                true
+            } else {
+                false
+            }
+        });
+        match tainted_now {
+            Ok(true) => self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"})),
+            Ok(false) => {}
+            Err(e) => output_warn(&format!("cannot record the taint of this session: {e}")),
+        }
+    }
+
+    fn current_mark(&mut self) -> TaintMark {
+        self.taint
+            .store
+            .as_mut()
+            .and_then(|s| s.tainted().ok().flatten())
+            .unwrap_or_else(|| TaintMark {
+                server: "?".into(),
+                item: "?".into(),
+                ts: String::new(),
+            })
+    }
+
+    fn count(&mut self, f: impl FnOnce(&mut taint::Approvals)) {
+        if let Some(store) = self.taint.store.as_mut() {
+            let _ = store.update(|s| f(&mut s.approvals));
+        }
+    }
+
+    fn audit_approval(
+        &self,
+        method: &str,
+        item: &str,
+        decision: &str,
+        reason: &str,
+        mark: &TaintMark,
+    ) {
+        self.audit.note(
+            "approval",
+            json!({"method": method, "item": item, "decision": decision, "reason": reason,
+                   "tainted_by": {"server": mark.server, "item": mark.item, "ts": mark.ts}}),
+        );
+    }
+
+    /// Refuses a sink call: a tool result with `isError` (the model reads why) for `tools/call`,
+    /// a JSON-RPC error otherwise.
+    async fn refuse_sink(&self, id: &Value, method: &str, item: &str, why: &str) {
+        self.audit.note(
+            "refused",
+            json!({"method": method, "item": item, "decision": "refuse", "reason": why}),
+        );
+        if method == "tools/call" {
+            self.reply(
+                id,
+                json!({"content": [{"type": "text", "text": why}], "isError": true}),
+            )
+            .await;
+        } else {
+            self.reply_error(id, codes::INVALID_REQUEST, why, None)
+                .await;
+        }
+    }
+}
+
+fn output_warn(msg: &str) {
+    crate::output::warn(msg);
+}
+
+fn no_prompt_text(server: &str, item: &str, mark: &TaintMark) -> String {
+    format!(
+        "mcpsum refused `{item}` on server `{server}`: this session read untrusted content (`{}` on server `{}`), so the call needs the person's approval, and this client cannot show mcpsum's approval prompt (it declares no elicitation capability). Use a client that supports elicitation, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session).",
+        mark.item, mark.server
+    )
+}
+
+/// Removes mcpsum's answer and state from a retried request before it goes to the server.
+fn strip_approval(mut params: Value) -> Value {
+    if let Some(obj) = params.as_object_mut() {
+        obj.remove("requestState");
+        let empty = match obj.get_mut("inputResponses").and_then(Value::as_object_mut) {
+            Some(r) => {
+                r.remove(INPUT_KEY);
+                r.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            obj.remove("inputResponses");
+        }
+    }
+    params
+}
