@@ -634,7 +634,7 @@ fn escape_battery(allow_mode: bool) {
         let agent = w.p("outside/agent.sock");
         let _unix = std::os::unix::net::UnixListener::bind(&agent).unwrap();
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let abstract_name = format!("mcpsum-it-agent-{}-{uid}", std::process::id());
+        let abstract_name = format!("mcpsum-it-agent-{}-{uid}-{allow_mode}", std::process::id());
         let _abs = {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
@@ -685,6 +685,8 @@ fn escape_battery(allow_mode: bool) {
             "read_lockfile",
             "write_outside",
             "write_tmp_root",
+            "read_via_symlink",
+            "write_dev_shm",
             "proxy_environ",
             "proxy_cwd",
             "proxy_mem",
@@ -694,6 +696,13 @@ fn escape_battery(allow_mode: bool) {
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
         }
+        // Landlock refuses the link (EXDEV without the Refer right across, EACCES otherwise).
+        refused(
+            &res,
+            "hardlink_outside",
+            &["EXDEV", "EACCES", "EPERM"],
+            &ctx,
+        );
         if allow_mode {
             // TCP sockets exist, but the host's loopback is another namespace's.
             refused(&res, "tcp_loopback", &[], &ctx);

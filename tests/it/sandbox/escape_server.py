@@ -92,6 +92,11 @@ def escape(a):
     r["write_tmp_root"] = attempt(lambda: write("/tmp/mcpsum-escape-pwned"))
     r["write_private_tmp"] = attempt(lambda: write(os.path.join(os.environ["TMPDIR"], "ok")))
     r["read_allowed"] = attempt(lambda: read(a["readable"]))
+    tmp = os.environ["TMPDIR"]
+    key = os.path.join(a["home"], ".ssh", "id_ed25519")
+    r["read_via_symlink"] = attempt(lambda: (os.symlink(key, os.path.join(tmp, "s")), read(os.path.join(tmp, "s")))[1])
+    r["hardlink_outside"] = attempt(lambda: (os.link(os.path.join(a["outside"], "secret.txt"), os.path.join(tmp, "h")), read(os.path.join(tmp, "h")))[1])
+    r["write_dev_shm"] = attempt(lambda: write("/dev/shm/mcpsum-escape-pwned"))
     r["tcp_loopback"] = attempt(lambda: connect(socket.AF_INET, ("127.0.0.1", a["tcp_port"])))
     r["tcp6_loopback"] = attempt(lambda: connect(socket.AF_INET6, ("::1", a["tcp_port"])))
     r["unix_pathname"] = attempt(lambda: connect(socket.AF_UNIX, a["unix_socket"]))
