@@ -11,6 +11,7 @@
 
 mod bad_input;
 mod crash;
+#[cfg(target_os = "linux")]
 mod egress;
 mod era;
 mod golden;
@@ -20,6 +21,7 @@ mod proxy;
 mod real;
 mod relock;
 mod roundtrip;
+#[cfg(target_os = "linux")]
 mod sandbox;
 mod support;
 mod terminal;
