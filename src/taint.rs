@@ -183,11 +183,11 @@ impl SessionStore {
     }
 
     fn remember(&mut self, state: SessionState) {
-        if let Ok(meta) = std::fs::metadata(&self.path) {
-            if let Ok(mtime) = meta.modified() {
-                self.cache = Some((mtime, meta.len(), state));
-                return;
-            }
+        if let Ok(meta) = std::fs::metadata(&self.path)
+            && let Ok(mtime) = meta.modified()
+        {
+            self.cache = Some((mtime, meta.len(), state));
+            return;
         }
         self.cache = None;
     }
@@ -202,10 +202,11 @@ impl SessionStore {
             Err(e) => return Err(e),
         };
         let mtime = meta.modified()?;
-        if let Some((t, len, state)) = &self.cache {
-            if *t == mtime && *len == meta.len() {
-                return Ok(state.clone());
-            }
+        if let Some((t, len, state)) = &self.cache
+            && *t == mtime
+            && *len == meta.len()
+        {
+            return Ok(state.clone());
         }
         let state = read_state(&self.path)?.unwrap_or_else(|| SessionState::new(&self.session));
         self.cache = Some((mtime, meta.len(), state.clone()));
@@ -498,17 +499,18 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
         // Hints are claims by the server: only an explicit `false`/`true` narrows the label.
         let open_world = hint("openWorldHint") != Some(false);
         let writes = hint("readOnlyHint") != Some(true);
-        let mut why = Vec::new();
-        why.push(match hint("openWorldHint") {
-            Some(false) => "openWorldHint=false: stays in its own world".to_owned(),
-            Some(true) => "openWorldHint=true: reaches the outside world".to_owned(),
-            None => "no openWorldHint: may reach the outside world".to_owned(),
-        });
-        why.push(match hint("readOnlyHint") {
-            Some(true) => "readOnlyHint=true: does not write".to_owned(),
-            Some(false) => "readOnlyHint=false: may write".to_owned(),
-            None => "no readOnlyHint: may write".to_owned(),
-        });
+        let why = [
+            match hint("openWorldHint") {
+                Some(false) => "openWorldHint=false: stays in its own world".to_owned(),
+                Some(true) => "openWorldHint=true: reaches the outside world".to_owned(),
+                None => "no openWorldHint: may reach the outside world".to_owned(),
+            },
+            match hint("readOnlyHint") {
+                Some(true) => "readOnlyHint=true: does not write".to_owned(),
+                Some(false) => "readOnlyHint=false: may write".to_owned(),
+                None => "no readOnlyHint: may write".to_owned(),
+            },
+        ];
         let mut labels = Vec::new();
         if open_world {
             sources.push(name.to_owned());

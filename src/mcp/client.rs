@@ -36,7 +36,7 @@ pub enum ClientError {
         method: String,
         code: i64,
         message: String,
-        data: Option<Value>,
+        data: Option<Box<Value>>,
     },
     /// A 2026-07-28 server no longer supports the version mcpsum speaks (-32022).
     VersionDropped {
@@ -266,7 +266,7 @@ impl Connection {
                         .chars()
                         .take(300)
                         .collect(),
-                    data: err.get("data").cloned(),
+                    data: err.get("data").cloned().map(Box::new),
                 });
             }
             return match obj.get("result") {
