@@ -147,7 +147,7 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         .map(|r| {
             [
                 cell(&r.check, 60),
-                cell(&r.expected, 28),
+                cell(&r.expected, 40),
                 cell(&r.observed, 28),
             ]
         })
