@@ -311,15 +311,7 @@ async fn start_server(
             .cause(e));
         }
     };
-    let live = lockfile::Surface {
-        era: hs.era,
-        protocol_version: hs.protocol_version.clone(),
-        supported_versions: hs.supported_versions.clone(),
-        server_info: hs.server_info.clone(),
-        capabilities: hs.capabilities.clone(),
-        instructions: hs.instructions.clone(),
-        items,
-    };
+    let live = hs.into_surface(items);
     Ok((conn, live))
 }
 
