@@ -1711,8 +1711,7 @@ fn input_rounds_of_a_modern_server_reach_clients_of_both_eras() {
         );
         let retry = received(&t)
             .into_iter()
-            .filter(|m| m["params"]["name"] == tool)
-            .last()
+            .rfind(|m| m["params"]["name"] == tool)
             .unwrap();
         assert_eq!(
             retry["params"]["requestState"],
@@ -1835,49 +1834,73 @@ fn listen_streams_ended_by_the_server_are_remapped_and_mcpsums_own_reopened() {
 }
 
 #[test]
-fn legacy_resource_subscriptions_pass_for_locked_uris() {
-    let w = World::new();
-    let t = w.transcript("sub");
-    let mut sc = full_scenario(Era::Legacy, &t);
-    sc["tools"] = json!([{"name": "update", "inputSchema": {"type": "object"}}]);
-    sc["behaviors"] = json!({"update": "update"});
-    lock(&w, "sub", &sc);
-    let mut px = Px::start(&w, "sub", Era::Legacy);
-    px.hello();
-    let r = px.request(
-        json!(1),
-        "resources/subscribe",
-        json!({"uri": "notes://note/9"}),
-    );
-    assert_eq!(result_of(&r), &json!({}));
-    let r = px.request(
-        json!(2),
-        "resources/subscribe",
-        json!({"uri": "notes://ghost"}),
-    );
-    assert_eq!(error_of(&r)["code"], -32602);
-    let r = px.call(json!(3), "update", json!({}));
-    assert_eq!(text_of(&r), "updated 1");
-    let upd = px
-        .seen
-        .iter()
-        .find(|m| m["method"] == "notifications/resources/updated")
-        .cloned()
-        .or_else(|| px.recv(Duration::from_secs(5)))
-        .expect("resources/updated");
-    assert_eq!(upd["params"]["uri"], "notes://note/9", "{upd:#}");
-    let r = px.request(
-        json!(4),
-        "resources/unsubscribe",
-        json!({"uri": "notes://note/9"}),
-    );
-    assert!(r.get("result").is_some(), "{r:#}");
-    assert_eq!(px.finish(), 0);
-    assert!(
-        !serde_json::to_string(&received(&t))
-            .unwrap()
-            .contains("ghost")
-    );
+fn legacy_resource_subscriptions_pass_for_locked_uris_in_both_server_eras() {
+    for server in ERAS {
+        let w = World::new();
+        let t = w.transcript("sub");
+        let mut sc = full_scenario(server, &t);
+        sc["tools"] = json!([{"name": "update", "inputSchema": {"type": "object"}}]);
+        sc["behaviors"] = json!({"update": "update"});
+        lock(&w, "sub", &sc);
+        let mut px = Px::start(&w, "sub", Era::Legacy);
+        px.hello();
+        let r = px.request(
+            json!(1),
+            "resources/subscribe",
+            json!({"uri": "notes://note/9"}),
+        );
+        assert_eq!(result_of(&r), &json!({}), "{server:?}: {r:#}");
+        let r = px.request(
+            json!(2),
+            "resources/subscribe",
+            json!({"uri": "notes://ghost"}),
+        );
+        assert_eq!(error_of(&r)["code"], -32602);
+        // The fake's modern `update` needs the URI; its legacy one notifies every subscription.
+        let which = match server {
+            Era::Legacy => json!({}),
+            Era::Modern => json!({"uri": "notes://note/9"}),
+        };
+        let r = px.call(json!(3), "update", which.clone());
+        assert_eq!(text_of(&r), "updated 1", "{server:?}");
+        let upd = px
+            .seen
+            .iter()
+            .find(|m| m["method"] == "notifications/resources/updated")
+            .cloned()
+            .or_else(|| px.recv(Duration::from_secs(5)))
+            .expect("resources/updated");
+        assert_eq!(
+            upd,
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                   "params": {"uri": "notes://note/9"}}),
+            "{server:?}: the legacy shape, untagged"
+        );
+        let r = px.request(
+            json!(4),
+            "resources/unsubscribe",
+            json!({"uri": "notes://note/9"}),
+        );
+        assert!(r.get("result").is_some(), "{r:#}");
+        let r = px.call(json!(5), "update", which);
+        assert_eq!(text_of(&r), "updated 0", "{server:?}: unsubscribed");
+        assert_eq!(px.finish(), 0);
+        let msgs = received(&t);
+        assert!(!serde_json::to_string(&msgs).unwrap().contains("ghost"));
+        if server == Era::Modern {
+            // A listen stream stood for the subscription, and its cancellation for the end.
+            let listen = msgs
+                .iter()
+                .find(|m| {
+                    m["method"] == "subscriptions/listen"
+                        && m["params"]["notifications"]["resourceSubscriptions"]
+                            == json!(["notes://note/9"])
+                })
+                .expect("a listen stream for the subscription");
+            assert!(msgs.iter().any(|m| m["method"] == "notifications/cancelled"
+                && m["params"]["requestId"] == listen["id"]));
+        }
+    }
 }
 
 #[test]
