@@ -70,13 +70,7 @@ impl AuditLog {
                 obj.entry(k).or_insert(v);
             }
         }
-        let mut line = serde_json::to_vec(&Value::Object(obj)).unwrap_or_default();
-        line.push(b'\n');
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| std::io::Error::other("audit log lock poisoned"))?;
-        file.write_all(&line)
+        self.append_raw(&Value::Object(obj))
     }
 
     /// Appends a record that already carries its own `ts`, `session`, `server` and `event`

@@ -117,6 +117,21 @@ pub struct Handshake {
     pub instructions: Option<String>,
 }
 
+impl Handshake {
+    /// The whole surface: this handshake and the items read after it.
+    pub fn into_surface(self, items: BTreeMap<Kind, Vec<Value>>) -> Surface {
+        Surface {
+            era: self.era,
+            protocol_version: self.protocol_version,
+            supported_versions: self.supported_versions,
+            server_info: self.server_info,
+            capabilities: self.capabilities,
+            instructions: self.instructions,
+            items,
+        }
+    }
+}
+
 impl Connection {
     async fn start(
         launch: &Launch,
@@ -635,15 +650,7 @@ pub async fn read_surface(
     match read_lists(&mut conn, &hs).await {
         Ok(items) => {
             conn.close().await;
-            Ok(Surface {
-                era: hs.era,
-                protocol_version: hs.protocol_version,
-                supported_versions: hs.supported_versions,
-                server_info: hs.server_info,
-                capabilities: hs.capabilities,
-                instructions: hs.instructions,
-                items,
-            })
+            Ok(hs.into_surface(items))
         }
         Err(e) => Err(fail(conn, e).await),
     }
