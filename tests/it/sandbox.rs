@@ -1171,10 +1171,10 @@ fn tree_dies(how: &str, allow: bool, child_too: bool, daemon_too: bool) {
         while !(sleeping(child, secs) && sleeping(daemon, secs)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(
-            sleeping(child, secs) && sleeping(daemon, secs),
-            "{ctx}: not started"
-        );
+        if !(sleeping(child, secs) && sleeping(daemon, secs)) {
+            reap(&[child, daemon], secs);
+            panic!("{ctx}: not started");
+        }
         match how {
             "eof" => {
                 s.close_stdin();
@@ -1196,14 +1196,7 @@ fn tree_dies(how: &str, allow: bool, child_too: bool, daemon_too: bool) {
         let child_gone = wait_gone(child, secs, Duration::from_secs(10));
         let daemon_gone = wait_gone(daemon, secs, Duration::from_secs(2));
         // Do not leave a stray sleeper behind whatever happened.
-        for pid in [child, daemon] {
-            if sleeping(pid, secs) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
+        reap(&[child, daemon], secs);
         // The private ${TMP} goes with the server when the proxy can clean up (a SIGKILLed proxy
         // cannot: remove it here so the tests leave nothing behind).
         let tmpdir = PathBuf::from(pids["tmpdir"].as_str().unwrap());
@@ -1225,6 +1218,18 @@ fn tree_dies(how: &str, allow: bool, child_too: bool, daemon_too: bool) {
             daemon_gone || !daemon_too,
             "{ctx}: a setsid daemon of the server outlived the proxy"
         );
+    }
+}
+
+/// Kills those of `pids` still sleeping `secs`.
+fn reap(pids: &[u64], secs: u64) {
+    for &pid in pids {
+        if sleeping(pid, secs) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
