@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::sandbox::{
-    NOBODY, Sbx, Session, command_of, current_uid, escape_argv, helper, kernel_lacks, policy,
-    run_output, skip,
+    Sbx, Session, command_of, current_uid, escape_argv, helper, kernel_lacks, policy, run_output,
+    skip, users,
 };
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -199,10 +199,6 @@ impl Drop for Net {
                 .status();
         }
     }
-}
-
-fn users() -> Vec<u32> {
-    vec![0, NOBODY]
 }
 
 /// The `egress` records of the audit log.

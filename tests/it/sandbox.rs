@@ -47,8 +47,11 @@ pub fn current_uid() -> u32 {
 
 /// root and `nobody` when running as root; otherwise the current user only (with a note).
 pub fn users() -> Vec<u32> {
-    if current_uid() == 0 {
+    if current_uid() == 0 && Path::new("/usr/bin/setpriv").exists() {
         vec![0, NOBODY]
+    } else if current_uid() == 0 {
+        eprintln!("`/usr/bin/setpriv` is missing: testing root only");
+        vec![0]
     } else {
         eprintln!("not root: cannot switch to nobody; testing the current user only");
         vec![current_uid()]
