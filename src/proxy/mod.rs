@@ -109,6 +109,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         next_round: 0,
         listen_reopens: 0,
         subscriptions: HashMap::new(),
+        legacy_streams: Vec::new(),
         streams: HashMap::new(),
         rereads: BTreeMap::new(),
         to_client,
@@ -360,6 +361,9 @@ enum Pending {
         uri: String,
         client_id: Option<Value>,
     },
+    /// mcpsum's own `resources/(un)subscribe` to a legacy server for a 2026-07-28 client's
+    /// listen stream; its answer goes nowhere.
+    Internal,
 }
 
 /// A legacy client's request to a 2026-07-28 server, kept for a retry after an input round.
@@ -421,6 +425,9 @@ struct Proxy {
     listen_reopens: u32,
     /// Legacy `resources/subscribe` to a 2026-07-28 server: URI → the listen stream's id.
     subscriptions: HashMap<String, u64>,
+    /// A 2026-07-28 client's listen streams to a legacy server: its id and the URIs that
+    /// mcpsum subscribed to for it.
+    legacy_streams: Vec<(Value, Vec<String>)>,
     /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
     streams: HashMap<u64, Value>,
     rereads: BTreeMap<Kind, Reread>,
@@ -715,6 +722,10 @@ impl Proxy {
                 String::new()
             }
             "subscriptions/listen" if self.server_era == Era::Modern => String::new(),
+            "subscriptions/listen" => {
+                // A legacy server has resources/subscribe instead.
+                return self.listen_by_subscribe(id, params.as_ref()).await;
+            }
             _ => {
                 return self
                     .refuse(
@@ -1001,7 +1012,7 @@ impl Proxy {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                if self.cancel_held(&rid).await {
+                if self.cancel_held(&rid).await || self.end_legacy_stream(&rid).await {
                     return;
                 }
                 let round = self
@@ -1103,7 +1114,7 @@ impl Proxy {
         };
         let sid = id.as_u64().unwrap_or_default();
         match pending {
-            Pending::Listen => {}
+            Pending::Listen | Pending::Internal => {}
             Pending::Subscription { uri, client_id } => {
                 self.subscription_failed(&uri, client_id, "an answer over the size limit")
                     .await;
@@ -1165,6 +1176,7 @@ impl Proxy {
         };
         match pending {
             Pending::Listen => self.listen_ended(obj.contains_key("result")).await,
+            Pending::Internal => {}
             Pending::Subscription { uri, client_id } => {
                 let why = obj
                     .get("error")
@@ -1385,6 +1397,39 @@ impl Proxy {
             }
             return;
         }
+        if method == "notifications/resources/updated"
+            && self.server_era == Era::Legacy
+            && !self.legacy_streams.is_empty()
+        {
+            // For a 2026-07-28 client's listen streams: tagged with each stream's id.
+            let uri = params
+                .as_ref()
+                .and_then(|p| p.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let tagged: Vec<Value> = self
+                .legacy_streams
+                .iter()
+                .filter(|(_, uris)| {
+                    // The URI itself or a sub-resource of it.
+                    uris.iter().any(|u| {
+                        uri.strip_prefix(u.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    })
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in tagged {
+                let mut p = params.clone().unwrap_or_else(|| json!({}));
+                p["_meta"][META_SUBSCRIPTION] = id;
+                self.send_client(json!({"jsonrpc": "2.0", "method": method, "params": p}))
+                    .await;
+            }
+            if self.client_legacy_caps.is_none() {
+                return;
+            }
+        }
         let mut params = params;
         match method {
             "notifications/cancelled" => {
@@ -1426,6 +1471,82 @@ impl Proxy {
             msg["params"] = p;
         }
         self.send_client(msg).await;
+    }
+
+    // ----- subscriptions/listen to a legacy server -----
+
+    /// A 2026-07-28 client's listen stream to a legacy server: mcpsum subscribes to each
+    /// locked URI asked for and acknowledges the subset it honours; list changes are never
+    /// honoured (the client's lists are the lock). The stream stays open until the client
+    /// cancels it.
+    async fn listen_by_subscribe(&mut self, id: &Value, params: Option<&Value>) {
+        let can = self.entry.capabilities["resources"]["subscribe"] == json!(true);
+        let uris: Vec<String> = params
+            .and_then(|p| p.get("notifications"))
+            .and_then(|n| n.get("resourceSubscriptions"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .filter(|u| can && self.uri_locked(u))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if self.legacy_streams.len() >= MAX_IN_FLIGHT
+            || self.pending.len() + uris.len() > MAX_IN_FLIGHT
+        {
+            return self
+                .refuse(
+                    id,
+                    "subscriptions/listen",
+                    "",
+                    codes::INTERNAL,
+                    "too many subscriptions; retry later",
+                )
+                .await;
+        }
+        for uri in &uris {
+            let taken = self.legacy_streams.iter().any(|(_, us)| us.contains(uri));
+            if !taken {
+                let sid = self.alloc_id();
+                self.pending.insert(sid, Pending::Internal);
+                self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": "resources/subscribe", "params": {"uri": uri}}))
+                    .await;
+            }
+        }
+        let mut honoured = Map::new();
+        if !uris.is_empty() {
+            honoured.insert("resourceSubscriptions".into(), json!(uris));
+        }
+        self.legacy_streams.push((id.clone(), uris));
+        self.audit.note(
+            "call",
+            json!({"method": "subscriptions/listen", "decision": "allow", "ok": true}),
+        );
+        self.send_client(
+            json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {META_SUBSCRIPTION: id}, "notifications": honoured}}),
+        )
+        .await;
+    }
+
+    /// The client cancelled a listen stream that stands on legacy subscriptions; `true` if so.
+    async fn end_legacy_stream(&mut self, rid: &Value) -> bool {
+        let Some(i) = self.legacy_streams.iter().position(|(id, _)| id == rid) else {
+            return false;
+        };
+        let (_, uris) = self.legacy_streams.remove(i);
+        for uri in uris {
+            let still = self.legacy_streams.iter().any(|(_, us)| us.contains(&uri));
+            if !still && self.pending.len() < MAX_IN_FLIGHT {
+                let sid = self.alloc_id();
+                self.pending.insert(sid, Pending::Internal);
+                self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": "resources/unsubscribe", "params": {"uri": uri}}))
+                    .await;
+            }
+        }
+        true
     }
 
     // ----- resources/subscribe to a 2026-07-28 server -----
