@@ -2144,3 +2144,61 @@ fn a_client_flood_of_junk_is_dropped_with_bounded_audit_and_memory() {
         "junk never reached the server ({server_got} messages)"
     );
 }
+
+#[test]
+fn a_modern_clients_listen_stream_rides_legacy_subscriptions() {
+    let w = World::new();
+    let t = w.transcript("ml");
+    let mut sc = full_scenario(Era::Legacy, &t);
+    sc["tools"] = json!([{"name": "update", "inputSchema": {"type": "object"}}]);
+    sc["behaviors"] = json!({"update": "update"});
+    lock(&w, "ml", &sc);
+    let mut px = Px::start(&w, "ml", Era::Modern);
+    px.hello();
+    px.send_request(
+        json!("L1"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true,
+                                 "resourceSubscriptions": ["notes://note/9", "notes://ghost"]}}),
+    );
+    let ack = loop {
+        let m = px.recv(Duration::from_secs(10)).expect("an acknowledgment");
+        if m["method"] == "notifications/subscriptions/acknowledged" {
+            break m;
+        }
+        px.seen.push(m);
+    };
+    assert_eq!(ack["params"]["_meta"][META_SUB], "L1", "{ack:#}");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["notes://note/9"]}),
+        "only locked URIs, no list changes: {ack:#}"
+    );
+    let r = px.call(json!(1), "update", json!({}));
+    assert_eq!(text_of(&r), "updated 1");
+    let upd = px
+        .seen
+        .iter()
+        .find(|m| m["method"] == "notifications/resources/updated")
+        .cloned()
+        .or_else(|| px.recv(Duration::from_secs(5)))
+        .expect("resources/updated");
+    assert_eq!(upd["params"]["uri"], "notes://note/9");
+    assert_eq!(upd["params"]["_meta"][META_SUB], "L1", "{upd:#}");
+    let cancel = px.params(json!({"requestId": "L1"}));
+    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}));
+    wait_transcript(&t, "the unsubscribe", |m| {
+        m.iter().any(|m| m["method"] == "resources/unsubscribe")
+    });
+    let r = px.call(json!(2), "update", json!({}));
+    assert_eq!(text_of(&r), "updated 0");
+    assert_eq!(px.finish(), 0);
+    let msgs = received(&t);
+    let subs: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["method"] == "resources/subscribe")
+        .collect();
+    assert_eq!(subs.len(), 1, "{subs:#?}");
+    assert_eq!(subs[0]["params"]["uri"], "notes://note/9");
+    assert!(!serde_json::to_string(&msgs).unwrap().contains("ghost"));
+}
