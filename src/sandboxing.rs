@@ -107,31 +107,34 @@ pub fn request(
         write: spec.policy.filesystem.write.clone(),
         allow: spec.policy.network.allow.clone(),
     };
-    let policy = mcpsum_sandbox::validate(&raw, &protected).map_err(|errors| {
-        let lines: Vec<String> = errors
-            .iter()
-            .map(|e| {
-                format!(
-                    "  servers.{server}.policy.sandbox.{}",
-                    e.to_string().replacen('`', "", 2)
-                )
-            })
-            .collect();
-        format!(
-            "sandbox policy of server `{server}` refused, server not started:\n{}",
-            lines.join("\n")
-        )
-    })?;
+    let policy = mcpsum_sandbox::validate(&raw, &protected);
+    let mut problems: Vec<String> = match &policy {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.iter().map(ToString::to_string).collect(),
+    };
     if let Err(errors) = mcpsum_egress::Allowlist::parse(&raw.allow) {
-        let lines: Vec<String> = errors
-            .iter()
-            .map(|e| format!("  servers.{server}.policy.sandbox.network.allow: {e}"))
-            .collect();
-        return Err(format!(
-            "sandbox policy of server `{server}` refused, server not started:\n{}",
-            lines.join("\n")
-        ));
+        problems.extend(errors.iter().map(|e| format!("network.allow: {e}")));
     }
+    let policy = match policy {
+        Ok(p) if problems.is_empty() => p,
+        _ => {
+            let lines: Vec<String> = problems
+                .iter()
+                .map(|p| {
+                    format!(
+                        "  servers.{server}.policy.sandbox.{}",
+                        p.replacen('`', "", 2)
+                    )
+                })
+                .collect();
+            return Err(format!(
+                "sandbox policy of server `{server}` refused, server not started ({} problem{}):\n{}",
+                lines.len(),
+                if lines.len() == 1 { "" } else { "s" },
+                lines.join("\n")
+            ));
+        }
+    };
     let req = mcpsum_sandbox::LaunchRequest {
         server: server.to_owned(),
         policy,

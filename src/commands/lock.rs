@@ -77,15 +77,22 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
     if let Some(file) = &args.sandbox {
         let bytes = fs_err::read(file)
             .map_err(|e| Error::new(format!("cannot read `{}`", file.display())).cause(e))?;
-        let sandbox = lockfile::parse_sandbox_policy(file, &bytes)?;
-        let problems = crate::sandboxing::check_policy_syntax(&sandbox);
-        if !problems.is_empty() {
-            return Err(Error::new(format!(
-                "`{}` is not a valid sandbox policy",
+        let sandbox = lockfile::parse_sandbox_policy(file, &bytes).map_err(|e| {
+            Error::new(format!("the sandbox policy for server `{}` is not valid", args.name))
+                .cause(e.one_line())
+                .hint("expected {\"filesystem\": {\"read\": [...], \"write\": [...]}, \"network\": {\"allow\": [...]}}")
+        })?;
+        // Every problem at once, checked on this machine before the server ever starts.
+        let spec = crate::sandboxing::SandboxSpec {
+            policy: sandbox.clone(),
+            lockfile: path.clone(),
+        };
+        crate::sandboxing::request(&args.name, &command, &spec, Vec::new()).map_err(|e| {
+            Error::new(e).hint(format!(
+                "fix `{}`; the server was not started",
                 file.display()
             ))
-            .details(problems));
-        }
+        })?;
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 

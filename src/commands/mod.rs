@@ -82,6 +82,10 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         });
     let hint = match &error {
         _ if sandbox_denied => "the sandbox refused something the server needs (see its stderr above); if that is expected of it, add the path to `policy.sandbox.filesystem.read` (or `write`) and run `mcpsum sandbox test --name NAME` to see the read and write sets".to_owned(),
+        ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(_)) => format!(
+            "the server was not started; fix `policy.sandbox` of server `{}` in the lockfile, then check it with `mcpsum sandbox test --name {}`",
+            launch.server, launch.server
+        ),
         ClientError::Spawn(_) => "check the command; a program name is looked up on mcpsum's own PATH".to_owned(),
         ClientError::Exited { .. } | ClientError::Timeout { .. } if !missing_basics.is_empty() => format!(
             "the server gets no environment variables unless they are listed, and `uvx`/`npx` servers need {}: lock it with {}",

@@ -386,13 +386,13 @@ fn invalid_sandbox_file_is_refused_before_the_server_starts() {
             Some(r#"{"filesystem": {"read": ["notes"]}, "network": {"allow": []}}"#),
             &[
                 "relative.json",
-                "filesystem.read[0]: `notes` must be absolute",
+                "filesystem.read[0]: `notes` is not absolute",
             ],
         ),
         (
             "dotdot.json",
             Some(r#"{"filesystem": {"write": ["/tmp/../etc"]}, "network": {"allow": []}}"#),
-            &["filesystem.write[0]: `/tmp/../etc` must not contain `..`"],
+            &["filesystem.write[0]: `/tmp/../etc` contains `..`"],
         ),
         (
             "badhost.json",

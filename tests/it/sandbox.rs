@@ -958,9 +958,6 @@ fn refused_policies_never_start_the_server() {
 
 /// Issue 5, point 2: problems "reported with server and path, all in one pass".
 #[test]
-#[ignore = "bug: `lock --sandbox FILE` reports syntax problems (relative, `..`, allow grammar) \
-            without the server's name, and stops there: a missing path and a write rule \
-            covering the lockfile's directory in the same policy are not reported"]
 fn lock_sandbox_problems_name_the_server_all_in_one_pass() {
     let w = Sbx::new(current_uid());
     let missing = w.s("data/missing");
@@ -988,8 +985,6 @@ fn lock_sandbox_problems_name_the_server_all_in_one_pass() {
 
 /// A refused policy is not a command problem: the hint should point at `policy.sandbox`.
 #[test]
-#[ignore = "bug: `proxy`/`verify` of an entry whose policy.sandbox is refused hint \
-            \"check the command; a program name is looked up on mcpsum's own PATH\""]
 fn refused_policy_hint_points_at_the_policy() {
     let w = Sbx::new(current_uid());
     let r = w.lock(
