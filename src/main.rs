@@ -21,6 +21,8 @@ fn main() -> std::process::ExitCode {
         _ => {}
     }
     let cli = mcpsum::cli::Cli::parse();
+    // Servers' detached children come back to mcpsum, which ends them before it exits.
+    mcpsum::mcp::process::become_subreaper();
     let color = match cli.color {
         mcpsum::cli::Color::Auto => anstream::ColorChoice::Auto,
         mcpsum::cli::Color::Always => anstream::ColorChoice::Always,
@@ -41,6 +43,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(mcpsum::run(cli));
     // Do not wait for stray blocking tasks (stdin readers) at exit.
     runtime.shutdown_background();
+    mcpsum::mcp::process::kill_adopted_orphans();
     match result {
         Ok(exit) => std::process::ExitCode::from(exit as u8),
         Err(e) => {

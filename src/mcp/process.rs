@@ -243,3 +243,59 @@ impl Drop for ServerProcess {
         self.signal_group(nix::sys::signal::Signal::SIGKILL);
     }
 }
+
+/// Makes mcpsum the reaper of its descendants' orphans: a server's child that detaches
+/// (`setsid`, double fork) is re-parented to mcpsum instead of to init, so
+/// [`kill_adopted_orphans`] can end it when mcpsum is done. Best effort: without it, process
+/// groups still end well-behaved trees.
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// Ends every process still parented to mcpsum (adopted orphans of servers that were already
+/// ended), repeatedly, until none is left. Call it only when no server should run any more.
+pub fn kill_adopted_orphans() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    use nix::unistd::Pid;
+    let me = std::process::id();
+    for _ in 0..50 {
+        let children = children_of(me);
+        // Reap whatever already exited (adopted zombies, too).
+        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            if status == nix::sys::wait::WaitStatus::StillAlive {
+                break;
+            }
+        }
+        if children.is_empty() {
+            return;
+        }
+        for pid in children {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Pids whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .is_some_and(|stat| {
+                    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+                    let mut fields = rest.split_whitespace();
+                    let state = fields.next();
+                    // Zombies are reaped above, not killed.
+                    state != Some("Z")
+                        && fields.next().and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+                })
+        })
+        .collect()
+}

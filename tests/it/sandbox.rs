@@ -1271,8 +1271,6 @@ fn server_children_die_when_the_proxy_is_killed() {
 }
 
 #[test]
-#[ignore = "bug: a sandboxed server's setsid + double-fork daemon survives the proxy's end \
-            (client EOF): only the launcher's process group is killed"]
 fn setsid_daemon_dies_on_client_eof() {
     tree_dies("eof", false, true, true);
 }
