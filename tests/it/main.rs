@@ -24,5 +24,6 @@ mod roundtrip;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod support;
+mod taint;
 mod terminal;
 mod verify;

@@ -1,0 +1,1277 @@
+//! Taint tracking (I6, issue 4 point 7) through the real binary: the Python SDK client in both
+//! eras (its elicitation callback accepts, declines, cancels, denies or is absent), several
+//! proxies under one client process sharing a session, `taint list` / `taint reset`,
+//! `suggest-policy`, label validation, raw JSON-RPC attacks on `requestState`, and the audit log.
+
+// A failed unwrap is a failed test here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::{World, test_dep, transcript_events};
+
+const MODERN: &str = "2026-07-28";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
+const APPROVAL_KEY: &str = "io.mcpsum/approval";
+/// An argument value that must never reach the audit log.
+const SECRET: &str = "s3cr3t-ARGUMENT-value-7f1d";
+
+// ----- fixtures -----
+
+/// The era a client speaks or a fake server serves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Era {
+    Legacy,
+    Modern,
+}
+
+impl Era {
+    fn scenario(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Modern => "modern",
+        }
+    }
+
+    /// The SDK's `mode`.
+    fn sdk_mode(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Modern => MODERN,
+        }
+    }
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("{name}."), "inputSchema": {"type": "object"}})
+}
+
+/// A server with a source (`read_page`), a sink (`send`), a tool that is both (`fetch`), a
+/// harmless tool (`note`), a failing source (`broken`), a prompt and a resource.
+fn scenario(era: Era, transcript: &Path) -> Value {
+    json!({
+        "era": era.scenario(),
+        "tools": [tool("read_page"), tool("send"), tool("fetch"), tool("note"), tool("broken")],
+        "behaviors": {"broken": "error"},
+        "prompts": [{"name": "greet", "description": "Greets."}],
+        "resources": [{"uri": "notes://inbox", "name": "inbox"}],
+        "transcript": transcript,
+    })
+}
+
+fn default_policy() -> Value {
+    json!({"taint": {"sources": ["read_page", "fetch", "broken"], "sinks": ["send", "fetch"]}})
+}
+
+/// Locks the fake server as `name` and sets its `policy`; returns the transcript path.
+#[track_caller]
+fn setup(w: &World, name: &str, era: Era, policy: &Value) -> PathBuf {
+    let transcript = lock_only(w, name, era);
+    set_policy(w, name, policy);
+    transcript
+}
+
+/// Locks the fake server as `name`, without a policy; returns the transcript path.
+#[track_caller]
+fn lock_only(w: &World, name: &str, era: Era) -> PathBuf {
+    let transcript = w.transcript(name);
+    let s = w.scenario(name, &scenario(era, &transcript));
+    w.lock_fake(name, &s, &[]).code(0);
+    transcript
+}
+
+fn set_policy(w: &World, name: &str, policy: &Value) {
+    let mut lock = w.lock_json();
+    lock["servers"][name]["policy"] = policy.clone();
+    w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
+}
+
+/// Messages the fake server received.
+fn received(transcript: &Path) -> Vec<Value> {
+    transcript_events(transcript)
+        .into_iter()
+        .filter(|e| e["event"] == "recv")
+        .map(|e| e["msg"].clone())
+        .collect()
+}
+
+/// `(tool, arguments)` of every `tools/call` that reached the server.
+fn calls(transcript: &Path) -> Vec<(String, Value)> {
+    received(transcript)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| {
+            (
+                m["params"]["name"].as_str().unwrap_or("").to_owned(),
+                m["params"]["arguments"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn audit_text(w: &World) -> String {
+    std::fs::read_to_string(w.path().join("state/audit.jsonl")).unwrap_or_default()
+}
+
+fn audit(w: &World) -> Vec<Value> {
+    audit_text(w)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
+        .collect()
+}
+
+/// `(item, decision)` of every `approval` audit record.
+fn approvals(w: &World) -> Vec<(String, String)> {
+    audit(w)
+        .iter()
+        .filter(|r| r["event"] == "approval")
+        .map(|r| {
+            (
+                r["item"].as_str().unwrap_or("?").to_owned(),
+                r["decision"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_no_secret_in_audit(w: &World) {
+    let text = audit_text(w);
+    assert!(!text.is_empty(), "the audit log is empty");
+    assert!(
+        !text.contains(SECRET),
+        "an argument value reached the audit log:\n{text}"
+    );
+}
+
+/// `taint list --json`, parsed.
+fn list_json(w: &World) -> Value {
+    w.run(&["taint", "list", "--json"]).code(0).json()
+}
+
+/// The only session of `taint list --json`.
+#[track_caller]
+fn only_session(list: &Value) -> Value {
+    let sessions = list["sessions"].as_array().expect("sessions array");
+    assert_eq!(sessions.len(), 1, "expected one session: {list:#}");
+    sessions[0].clone()
+}
+
+// ----- the Python SDK client, one process, several proxies -----
+
+/// Runs `tests/it/clients/taint_client.py`; `clients` maps an id to
+/// `{"server", "mode", "elicit"}`. Returns the report's steps.
+fn sdk(w: &World, clients: Value, steps: Value) -> Option<Vec<Value>> {
+    let python = test_dep("venv/bin/python")?;
+    let plan = json!({
+        "mcpsum": env!("CARGO_BIN_EXE_mcpsum"),
+        "lockfile": w.lockfile(),
+        "env": {"MCPSUM_STATE_DIR": w.path().join("state"), "NO_COLOR": "1"},
+        "clients": clients,
+        "steps": steps,
+    });
+    let plan_path = unique(w.path().join("taint-plan.json"));
+    std::fs::write(&plan_path, serde_json::to_vec(&plan).unwrap()).unwrap();
+    let script = crate::support::repo().join("tests/it/clients/taint_client.py");
+    let out = Command::new(python)
+        .env_clear()
+        .current_dir(w.path())
+        .arg(script)
+        .arg(&plan_path)
+        .output()
+        .expect("run the SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "SDK client failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("SDK client output is not JSON ({e}): {stdout}\n{stderr}"));
+    Some(report["steps"].as_array().expect("steps").clone())
+}
+
+fn unique(p: PathBuf) -> PathBuf {
+    let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+    let ext = p
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut n = 0;
+    loop {
+        let c = p.with_file_name(format!("{stem}-{n}.{ext}"));
+        if !c.exists() {
+            return c;
+        }
+        n += 1;
+    }
+}
+
+fn call(client: &str, tool: &str, args: Value, answer: &str) -> Value {
+    json!({"client": client, "op": "call", "name": tool, "arguments": args, "answer": answer})
+}
+
+/// A step's tool result: `(isError, first text)`.
+#[track_caller]
+fn outcome(step: &Value) -> (bool, String) {
+    let r = step
+        .get("result")
+        .unwrap_or_else(|| panic!("expected a result: {step:#}"));
+    (
+        r["isError"].as_bool().unwrap_or(false),
+        r["content"][0]["text"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[track_caller]
+fn prompts(step: &Value) -> Vec<String> {
+    step["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no prompts in {step:#}"))
+        .iter()
+        .map(|p| p["message"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Asserts a step passed through without a prompt and the server echoed `needle`.
+#[track_caller]
+fn assert_passed_unasked(step: &Value, needle: &str) {
+    assert_eq!(
+        prompts(step),
+        Vec::<String>::new(),
+        "unexpected prompt: {step:#}"
+    );
+    let (err, text) = outcome(step);
+    assert!(
+        !err && text.contains(needle),
+        "expected a forwarded call: {step:#}"
+    );
+}
+
+/// Asserts a step asked exactly once and was refused.
+#[track_caller]
+fn assert_asked_and_refused(step: &Value) {
+    assert_eq!(prompts(step).len(), 1, "expected one prompt: {step:#}");
+    let (err, text) = outcome(step);
+    assert!(err, "expected a refusal: {step:#}");
+    assert!(text.contains("did not allow"), "refusal text: {text}");
+    assert!(text.contains("send"), "refusal names the tool: {text}");
+}
+
+#[test]
+fn sdk_legacy_client_sink_source_accept_decline_cancel_and_no_prompt() {
+    sdk_flow(Era::Legacy, true);
+}
+
+/// The same for a 2026-07-28 client, except that a refusal after a prompt is only checked not to
+/// reach the server (see the ignored test below for its shape).
+#[test]
+fn sdk_modern_client_sink_source_accept_decline_cancel_and_no_prompt() {
+    sdk_flow(Era::Modern, false);
+}
+
+#[test]
+#[ignore = "bug: a 2026-07-28 client's declined/cancelled/denied sink call gets a tool result without `resultType`, which the SDK cannot parse (pydantic: CallToolResult.resultType Field required)"]
+fn sdk_modern_client_sees_a_refusal_after_a_prompt_as_an_error_result() {
+    sdk_flow(Era::Modern, true);
+}
+
+/// Sink before any source, source, then accept / decline / cancel / deny and a client without
+/// elicitation; what reached the server, `taint list --json` and the audit log.
+/// `strict_refusals`: a refusal after a prompt must arrive as an `isError` tool result.
+fn sdk_flow(era: Era, strict_refusals: bool) {
+    {
+        let w = World::new();
+        let tr = setup(&w, "web", era, &default_policy());
+        let mode = era.sdk_mode();
+        let Some(steps) = sdk(
+            &w,
+            json!({"ask": {"server": "web", "mode": mode, "elicit": true},
+                   "mute": {"server": "web", "mode": mode, "elicit": false}}),
+            json!([
+                call("ask", "send", json!({"to": "before", "k": SECRET}), "decline"),
+                call("mute", "send", json!({"to": "before-mute"}), "decline"),
+                call("ask", "note", json!({"n": 1}), "decline"),
+                call("ask", "read_page", json!({"url": "https://evil.example/"}), "decline"),
+                call("ask", "send", json!({"to": "accepted", "k": SECRET}), "accept"),
+                call("ask", "send", json!({"to": "declined", "k": SECRET}), "decline"),
+                call("ask", "send", json!({"to": "cancelled", "k": SECRET}), "cancel"),
+                call("ask", "send", json!({"to": "denied", "k": SECRET}), "deny"),
+                call("mute", "send", json!({"to": "muted", "k": SECRET}), "accept"),
+                call("ask", "note", json!({"n": 2}), "decline"),
+                {"op": "run", "args": ["taint", "list", "--json"]},
+            ]),
+        ) else {
+            return;
+        };
+        let ctx = format!("{era:?} client");
+        // Clean session: the sink passes without a prompt, for either client.
+        assert_passed_unasked(&steps[0], "before");
+        assert_passed_unasked(&steps[1], "before-mute");
+        assert_passed_unasked(&steps[2], "\"n\": 1");
+        // The source passes unasked and taints.
+        assert_passed_unasked(&steps[3], "evil.example");
+        // Accept forwards; the prompt names server, tool, arguments and the source.
+        assert_passed_unasked_but_prompted(&steps[4], "accepted", &ctx);
+        let msg = &prompts(&steps[4])[0];
+        for needle in ["`web`", "`send`", "\"to\": \"accepted\"", "`read_page`"] {
+            assert!(msg.contains(needle), "{ctx}: prompt lacks {needle}: {msg}");
+        }
+        let schema = &steps[4]["prompts"][0]["requestedSchema"];
+        assert_eq!(schema["properties"]["approve"]["type"], "boolean", "{ctx}");
+        // Decline, cancel and accept-without-yes refuse.
+        for step in &steps[5..=7] {
+            if strict_refusals {
+                assert_asked_and_refused(step);
+            } else {
+                assert_eq!(
+                    prompts(step).len(),
+                    1,
+                    "{ctx}: expected one prompt: {step:#}"
+                );
+                let refused = step.get("exception").is_some() || outcome(step).0;
+                assert!(refused, "{ctx}: expected a refusal: {step:#}");
+            }
+        }
+        // A client without elicitation: refused, saying why and how to proceed.
+        match era {
+            Era::Legacy => {
+                let (err, text) = outcome(&steps[8]);
+                assert!(err, "{ctx}: expected a refusal: {:#}", steps[8]);
+                for needle in ["cannot show", "elicitation", "mcpsum taint reset"] {
+                    assert!(
+                        text.contains(needle),
+                        "{ctx}: refusal lacks {needle}: {text}"
+                    );
+                }
+            }
+            Era::Modern => {
+                assert_eq!(steps[8]["error"]["code"], -32021, "{ctx}: {:#}", steps[8]);
+                let m = steps[8]["error"]["message"].as_str().unwrap();
+                assert!(m.contains("elicitation"), "{ctx}: {m}");
+            }
+        }
+        assert_eq!(prompts(&steps[8]), Vec::<String>::new(), "{ctx}");
+        // A tool that is neither is never asked about.
+        assert_passed_unasked(&steps[9], "\"n\": 2");
+
+        // What reached the server: exactly the allowed calls, without mcpsum's approval state.
+        let got: Vec<(String, String)> = calls(&tr)
+            .into_iter()
+            .map(|(t, a)| {
+                (
+                    t,
+                    a.get("to")
+                        .or(a.get("n"))
+                        .or(a.get("url"))
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("send", "\"before\""),
+            ("send", "\"before-mute\""),
+            ("note", "1"),
+            ("read_page", "\"https://evil.example/\""),
+            ("send", "\"accepted\""),
+            ("note", "2"),
+        ]
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+        assert_eq!(got, want, "{ctx}: calls that reached the server");
+        for m in received(&tr) {
+            let p = &m["params"];
+            assert!(
+                p.get("requestState").is_none() && p.get("inputResponses").is_none(),
+                "{ctx}: mcpsum's approval state reached the server: {m}"
+            );
+        }
+
+        // `taint list --json`, run by the client process while its proxies run.
+        let list: Value = serde_json::from_str(steps[10]["stdout"].as_str().unwrap()).unwrap();
+        let s = only_session(&list);
+        assert_eq!(s["active"], true, "{ctx}: {s:#}");
+        assert_eq!(s["session"]["servers"], json!(["web"]), "{ctx}");
+        assert_eq!(s["session"]["taint"]["server"], "web", "{ctx}");
+        assert_eq!(s["session"]["taint"]["item"], "read_page", "{ctx}");
+        assert_eq!(
+            s["session"]["approvals"],
+            json!({"asked": 4, "accepted": 1, "declined": 3, "refused": 1}),
+            "{ctx}"
+        );
+
+        // Every decision audited, no argument values.
+        let decisions = approvals(&w);
+        let want_decisions: Vec<(String, String)> = [
+            "asked", "accept", "asked", "decline", "asked", "cancel", "asked",
+        ]
+        .iter()
+        .map(|d| ("send".to_owned(), (*d).to_owned()))
+        .collect();
+        assert_eq!(
+            decisions[..7].to_vec(),
+            want_decisions,
+            "{ctx}: approval records {decisions:?}"
+        );
+        // The denied call (8th record) and the refusal without a prompt.
+        assert_eq!(decisions.len(), 9, "{ctx}: {decisions:?}");
+        assert_eq!(decisions[8], ("send".into(), "refused".into()), "{ctx}");
+        assert_no_secret_in_audit(&w);
+    }
+}
+
+#[track_caller]
+fn assert_passed_unasked_but_prompted(step: &Value, needle: &str, ctx: &str) {
+    assert_eq!(
+        prompts(step).len(),
+        1,
+        "{ctx}: expected one prompt: {step:#}"
+    );
+    let (err, text) = outcome(step);
+    assert!(
+        !err && text.contains(needle),
+        "{ctx}: expected a forwarded call: {step:#}"
+    );
+}
+
+#[test]
+fn two_proxies_under_one_client_share_taint_and_taint_list_shows_it() {
+    let w = World::new();
+    let web = lock_only(&w, "web", Era::Legacy);
+    let mail = lock_only(&w, "mail", Era::Modern);
+    set_policy(
+        &w,
+        "web",
+        &json!({"taint": {"sources": ["read_page"], "sinks": []}}),
+    );
+    set_policy(
+        &w,
+        "mail",
+        &json!({"taint": {"sources": [], "sinks": ["send"]}}),
+    );
+    let Some(steps) = sdk(
+        &w,
+        json!({"web": {"server": "web", "mode": "legacy", "elicit": true},
+               "mail": {"server": "mail", "mode": MODERN, "elicit": true}}),
+        json!([
+            call("mail", "send", json!({"to": "first"}), "decline"),
+            call("web", "read_page", json!({"url": "https://evil.example/"}), "decline"),
+            call("web", "send", json!({"to": "web-send"}), "decline"),
+            call("mail", "send", json!({"to": "second"}), "accept"),
+            call("mail", "send", json!({"to": "third"}), "decline"),
+            {"op": "run", "args": ["taint", "list", "--json"]},
+            {"op": "run", "args": ["taint", "list"]},
+        ]),
+    ) else {
+        return;
+    };
+    assert_passed_unasked(&steps[0], "first");
+    assert_passed_unasked(&steps[1], "evil.example");
+    // `send` is not a sink on `web`: no prompt there.
+    assert_passed_unasked(&steps[2], "web-send");
+    // A source on `web` makes a sink on `mail` ask, naming the source and its server.
+    assert_passed_unasked_but_prompted(&steps[3], "second", "mail after web's source");
+    let msg = &prompts(&steps[3])[0];
+    for needle in ["`mail`", "`send`", "`read_page` on server `web`"] {
+        assert!(msg.contains(needle), "prompt lacks {needle}: {msg}");
+    }
+    // (A 2026-07-28 refusal's shape is covered by the ignored test above; here: asked, not sent.)
+    assert_eq!(prompts(&steps[4]).len(), 1, "{:#}", steps[4]);
+    let to: Vec<Value> = calls(&mail)
+        .into_iter()
+        .map(|(_, a)| a["to"].clone())
+        .collect();
+    assert_eq!(to, vec![json!("first"), json!("second")]);
+    assert_eq!(calls(&web).len(), 2);
+
+    // `taint list --json`: one session, both servers, the taint and the counts.
+    let run = &steps[5];
+    assert_eq!(run["code"], 0, "{run:#}");
+    let list: Value = serde_json::from_str(run["stdout"].as_str().unwrap()).unwrap();
+    let s = only_session(&list);
+    assert_eq!(s["active"], true, "{s:#}");
+    let st = &s["session"];
+    let id = st["session"].as_str().unwrap().to_owned();
+    assert_eq!(id, format!("{}-{}", st["clientPid"], st["clientStart"]));
+    assert_eq!(st["servers"], json!(["mail", "web"]));
+    assert_eq!(st["taint"]["server"], "web");
+    assert_eq!(st["taint"]["item"], "read_page");
+    assert!(st["taint"]["ts"].as_str().unwrap().ends_with('Z'), "{st:#}");
+    assert!(
+        st["client"].as_str().is_some_and(|c| !c.is_empty()),
+        "client name: {st:#}"
+    );
+    assert_eq!(
+        st["approvals"],
+        json!({"asked": 2, "accepted": 1, "declined": 1, "refused": 0})
+    );
+    // The text form says the same.
+    let text = steps[6]["stdout"].as_str().unwrap();
+    for needle in [
+        id.as_str(),
+        "active",
+        "servers    mail, web",
+        "tainted by `read_page` on server `web`",
+        "2 asked, 1 accepted, 1 declined, 0 refused",
+    ] {
+        assert!(
+            text.contains(needle),
+            "taint list lacks {needle:?}:\n{text}"
+        );
+    }
+    // Once the client is gone, the session is shown as ended (and kept for review).
+    let after = only_session(&list_json(&w));
+    assert_eq!(after["active"], false, "{after:#}");
+    assert_eq!(after["session"]["session"], id.as_str());
+    let text = w.run(&["taint", "list"]).code(0).stdout.clone();
+    assert!(text.contains("ended"), "{text}");
+    assert_no_secret_in_audit_or_empty(&w);
+}
+
+fn assert_no_secret_in_audit_or_empty(w: &World) {
+    assert!(!audit_text(w).contains(SECRET));
+}
+
+#[test]
+fn sdk_legacy_tool_both_source_and_sink_is_checked_then_taints() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let Some(steps) = sdk(
+        &w,
+        json!({"c": {"server": "web", "mode": "legacy", "elicit": true}}),
+        json!([
+            call(
+                "c",
+                "fetch",
+                json!({"url": "https://a.example/"}),
+                "decline"
+            ),
+            call(
+                "c",
+                "fetch",
+                json!({"url": "https://b.example/?leak=1"}),
+                "decline"
+            ),
+            call("c", "fetch", json!({"url": "https://c.example/"}), "accept"),
+        ]),
+    ) else {
+        return;
+    };
+    // Clean session: checked (not tainted), forwarded without a prompt, then it taints.
+    assert_passed_unasked(&steps[0], "a.example");
+    // The next fetch is a sink on a tainted session, tainted by fetch itself.
+    assert_eq!(prompts(&steps[1]).len(), 1, "{:#}", steps[1]);
+    assert!(outcome(&steps[1]).0);
+    assert!(prompts(&steps[1])[0].contains("`fetch` on server `web`"));
+    assert_passed_unasked_but_prompted(&steps[2], "c.example", "accepted fetch");
+    let urls: Vec<Value> = calls(&tr)
+        .into_iter()
+        .map(|(_, a)| a["url"].clone())
+        .collect();
+    assert_eq!(
+        urls,
+        vec![json!("https://a.example/"), json!("https://c.example/")]
+    );
+    let st = only_session(&list_json(&w));
+    assert_eq!(st["session"]["taint"]["item"], "fetch");
+}
+
+// ----- a raw JSON-RPC client over one proxy's stdio (this test process is its client) -----
+
+/// A running `mcpsum proxy`, driven line by line.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    stderr: PathBuf,
+    era: Era,
+    /// Client capabilities this client declares.
+    caps: Value,
+}
+
+impl Raw {
+    fn start(w: &World, name: &str, era: Era, caps: Value) -> Self {
+        let stderr = unique(w.path().join(format!("proxy-{name}.stderr")));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpsum"))
+            .env_clear()
+            .env("MCPSUM_STATE_DIR", w.path().join("state"))
+            .current_dir(w.path())
+            .arg("--lockfile")
+            .arg(w.lockfile())
+            .args(["proxy", "--name", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("start mcpsum proxy");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::sync_channel(1024);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut raw = Self {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            stderr,
+            era,
+            caps,
+        };
+        raw.hello();
+        raw
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).unwrap();
+        line.push(b'\n');
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(&line).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn params(&self, mut params: Value) -> Value {
+        if self.era == Era::Modern {
+            params["_meta"][META_VERSION] = json!(MODERN);
+            params["_meta"][META_CAPS] = self.caps.clone();
+        }
+        params
+    }
+
+    fn hello(&mut self) {
+        match self.era {
+            Era::Legacy => {
+                let caps = self.caps.clone();
+                self.request(
+                    "init",
+                    "initialize",
+                    json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                           "clientInfo": {"name": "taint-test", "version": "1"}}),
+                    None,
+                );
+                self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+            }
+            Era::Modern => {
+                self.request("disc", "server/discover", json!({}), None);
+            }
+        }
+    }
+
+    /// Sends a request (params in this client's era) and waits for its response, answering any
+    /// `elicitation/create` with `answer` (or an error when `None`). Returns the response and the
+    /// prompts seen.
+    #[track_caller]
+    fn request_seen(
+        &mut self,
+        id: &str,
+        method: &str,
+        params: Value,
+        answer: Option<&Value>,
+    ) -> (Value, Vec<Value>) {
+        let params = self.params(params);
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut asked = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(msg) = self.rx.recv_timeout(left) else {
+                panic!(
+                    "no response to {id} from the proxy\n--- stderr\n{}",
+                    self.stderr()
+                );
+            };
+            if msg["method"] == "elicitation/create" {
+                asked.push(msg["params"].clone());
+                let reply = match answer {
+                    Some(a) => json!({"jsonrpc": "2.0", "id": msg["id"], "result": a}),
+                    None => json!({"jsonrpc": "2.0", "id": msg["id"],
+                                   "error": {"code": -32600, "message": "no"}}),
+                };
+                self.send(&reply);
+                continue;
+            }
+            if msg.get("method").is_none() && msg["id"] == id {
+                return (msg, asked);
+            }
+        }
+    }
+
+    #[track_caller]
+    fn request(&mut self, id: &str, method: &str, params: Value, answer: Option<&Value>) -> Value {
+        self.request_seen(id, method, params, answer).0
+    }
+
+    #[track_caller]
+    fn call(&mut self, id: &str, tool: &str, args: Value) -> Value {
+        self.request(
+            id,
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+            None,
+        )
+    }
+
+    /// Closes stdin and waits for the proxy to exit.
+    fn finish(mut self) {
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the proxy did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[track_caller]
+fn tool_text(resp: &Value) -> (bool, String) {
+    let r = resp
+        .get("result")
+        .unwrap_or_else(|| panic!("expected a result, got {resp:#}"));
+    (
+        r["isError"].as_bool().unwrap_or(false),
+        r["content"][0]["text"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+fn form_caps() -> Value {
+    json!({"elicitation": {"form": {}}})
+}
+
+fn accept() -> Value {
+    json!({"action": "accept", "content": {"approve": true}})
+}
+
+/// A retry of `send` with mcpsum's answer and a `requestState`.
+fn retry(args: Value, state: &str, answer: Value) -> Value {
+    json!({"name": "send", "arguments": args, "requestState": state,
+           "inputResponses": {APPROVAL_KEY: answer}})
+}
+
+/// The `requestState` of an `input_required` answer, checking its shape.
+#[track_caller]
+fn input_required(resp: &Value) -> String {
+    let r = &resp["result"];
+    assert_eq!(r["resultType"], "input_required", "{resp:#}");
+    let q = &r["inputRequests"][APPROVAL_KEY];
+    assert_eq!(q["method"], "elicitation/create", "{resp:#}");
+    assert_eq!(q["params"]["mode"], "form");
+    assert_eq!(
+        q["params"]["requestedSchema"]["properties"]["approve"]["type"],
+        "boolean"
+    );
+    r["requestState"].as_str().expect("requestState").to_owned()
+}
+
+/// Asserts a retry was refused with a JSON-RPC error naming `why`.
+#[track_caller]
+fn assert_state_refused(resp: &Value, why: &str) {
+    let e = resp
+        .get("error")
+        .unwrap_or_else(|| panic!("expected an error, got {resp:#}"));
+    let m = e["message"].as_str().unwrap();
+    assert!(
+        m.contains(why) && m.contains("not made"),
+        "refusal should say {why:?}: {resp:#}"
+    );
+}
+
+#[test]
+fn request_state_forged_altered_replayed_and_other_call_are_refused() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Modern, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    let args = json!({"to": "a", "body": SECRET});
+    let token = input_required(&px.call("ask", "send", args.clone()));
+    assert!(token.starts_with("mcpsum1."), "{token}");
+
+    // Forged: junk, and a well-formed token under a key mcpsum never had.
+    let r = px.request(
+        "f1",
+        "tools/call",
+        retry(args.clone(), "opaque-Zm9vYmFy", accept()),
+        None,
+    );
+    assert_state_refused(&r, "not issued by this mcpsum");
+    let fake = format!(
+        "mcpsum1.{}.{}",
+        hex(br#"{"server":"web"}"#),
+        "00".repeat(32)
+    );
+    let r = px.request(
+        "f2",
+        "tools/call",
+        retry(args.clone(), &fake, accept()),
+        None,
+    );
+    assert_state_refused(&r, "not issued by this mcpsum");
+    // Altered: the payload rewritten for other arguments (MAC kept), or one MAC digit flipped.
+    let parts: Vec<&str> = token.split('.').collect();
+    let payload = String::from_utf8(unhex(parts[1])).unwrap();
+    let other_args = json!({"to": "evil", "body": SECRET});
+    let claims: Value = serde_json::from_str(&payload).unwrap();
+    let mut altered_claims = claims.clone();
+    altered_claims["exp"] = json!(claims["exp"].as_u64().unwrap() + 86_400);
+    let altered = format!(
+        "mcpsum1.{}.{}",
+        hex(serde_json::to_string(&altered_claims).unwrap().as_bytes()),
+        parts[2]
+    );
+    let r = px.request(
+        "a1",
+        "tools/call",
+        retry(args.clone(), &altered, accept()),
+        None,
+    );
+    assert_state_refused(&r, "altered");
+    let mut mac = parts[2].to_owned().into_bytes();
+    mac[0] = if mac[0] == b'0' { b'1' } else { b'0' };
+    let flipped = format!("mcpsum1.{}.{}", parts[1], String::from_utf8(mac).unwrap());
+    let r = px.request(
+        "a2",
+        "tools/call",
+        retry(args.clone(), &flipped, accept()),
+        None,
+    );
+    assert_state_refused(&r, "altered");
+    // Another call: other arguments, another tool.
+    let r = px.request(
+        "o1",
+        "tools/call",
+        retry(other_args.clone(), &token, accept()),
+        None,
+    );
+    assert_state_refused(&r, "different call");
+    let mut p = retry(args.clone(), &token, accept());
+    p["name"] = json!("fetch");
+    let r = px.request("o2", "tools/call", p, None);
+    assert_state_refused(&r, "different call");
+    // A token minted by another proxy (another key) of the same session.
+    let mut other = Raw::start(&w, "web", Era::Modern, form_caps());
+    let foreign = input_required(&other.call("ask2", "send", args.clone()));
+    let r = px.request(
+        "k1",
+        "tools/call",
+        retry(args.clone(), &foreign, accept()),
+        None,
+    );
+    assert_state_refused(&r, "not issued by this mcpsum");
+    other.finish();
+
+    // The genuine retry passes once; its replay is refused.
+    let r = px.request(
+        "ok",
+        "tools/call",
+        retry(args.clone(), &token, accept()),
+        None,
+    );
+    let (err, text) = tool_text(&r);
+    assert!(!err && text.contains("\"to\": \"a\""), "{r:#}");
+    let r = px.request(
+        "re",
+        "tools/call",
+        retry(args.clone(), &token, accept()),
+        None,
+    );
+    assert_state_refused(&r, "already used");
+    // A genuine token with a "no" refuses and is spent.
+    let t2 = input_required(&px.call("ask3", "send", args.clone()));
+    let no = json!({"action": "accept", "content": {"approve": false}});
+    let (err, text) =
+        tool_text(&px.request("no", "tools/call", retry(args.clone(), &t2, no), None));
+    assert!(err && text.contains("did not allow"), "{text}");
+    let r = px.request(
+        "no2",
+        "tools/call",
+        retry(args.clone(), &t2, accept()),
+        None,
+    );
+    assert_state_refused(&r, "already used");
+    // An answer without a state is just asked again, never forwarded.
+    let mut p = retry(args.clone(), "x", accept());
+    p.as_object_mut().unwrap().remove("requestState");
+    input_required(&px.request("nostate", "tools/call", p, None));
+    // A request without form elicitation: -32021 naming the capability.
+    px.caps = json!({});
+    let r = px.call("nocap", "send", args.clone());
+    assert_eq!(r["error"]["code"], -32021, "{r:#}");
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {"form": {}}})
+    );
+    px.finish();
+
+    // The server saw the source and exactly one `send`, stripped of mcpsum's state.
+    let got = calls(&tr);
+    assert_eq!(
+        got,
+        vec![
+            ("read_page".to_owned(), json!({"url": "u"})),
+            ("send".to_owned(), args.clone()),
+        ]
+    );
+    for m in received(&tr) {
+        assert!(m["params"].get("requestState").is_none(), "{m}");
+        assert!(m["params"].get("inputResponses").is_none(), "{m}");
+    }
+    // Every refusal is audited as an approval decision, without argument values.
+    let refused = approvals(&w).iter().filter(|(_, d)| d == "refused").count();
+    assert!(
+        refused >= 9,
+        "approval refusals audited: {:?}",
+        approvals(&w)
+    );
+    assert_no_secret_in_audit(&w);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn raw_modern_tool_both_source_and_sink_is_checked_then_taints() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Modern, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let (err, _) = tool_text(&px.call("1", "fetch", json!({"url": "a"})));
+    assert!(!err);
+    let token = input_required(&px.call("2", "fetch", json!({"url": "b"})));
+    let p = json!({"name": "fetch", "arguments": {"url": "b"}, "requestState": token,
+                   "inputResponses": {APPROVAL_KEY: accept()}});
+    let (err, _) = tool_text(&px.request("3", "tools/call", p, None));
+    assert!(!err);
+    px.finish();
+    let urls: Vec<Value> = calls(&tr)
+        .into_iter()
+        .map(|(_, a)| a["url"].clone())
+        .collect();
+    assert_eq!(urls, vec![json!("a"), json!("b")]);
+}
+
+#[test]
+fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
+    for (label, method, params, item) in [
+        (
+            "resources:*",
+            "resources/read",
+            json!({"uri": "notes://inbox"}),
+            "notes://inbox",
+        ),
+        (
+            "prompts:*",
+            "prompts/get",
+            json!({"name": "greet"}),
+            "greet",
+        ),
+    ] {
+        let w = World::new();
+        let policy = json!({"taint": {"sources": [label, "broken"], "sinks": ["send"]}});
+        let tr = setup(&w, "web", Era::Legacy, &policy);
+        // A client without elicitation: refusals are visible without answering prompts.
+        let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+        // A failing source does not taint.
+        let (err, _) = tool_text(&px.call("b", "broken", json!({})));
+        assert!(err);
+        let (err, _) = tool_text(&px.call("s1", "send", json!({"to": "one"})));
+        assert!(!err, "{label}: a failed source tainted the session");
+        let r = px.request("src", method, params.clone(), None);
+        assert!(r.get("result").is_some(), "{r:#}");
+        px.finish();
+        let st = only_session(&list_json(&w));
+        assert_eq!(
+            st["session"]["taint"]["item"],
+            format!("{label} {item}"),
+            "{st:#}"
+        );
+        // A new proxy of the same client: the taint is still there.
+        let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+        let (err, text) = tool_text(&px.call("s2", "send", json!({"to": "two"})));
+        assert!(err && text.contains("cannot show"), "{label}: {text}");
+        px.finish();
+        let to: Vec<Value> = calls(&tr)
+            .into_iter()
+            .filter(|(t, _)| t == "send")
+            .map(|(_, a)| a["to"].clone())
+            .collect();
+        assert_eq!(to, vec![json!("one")], "{label}");
+    }
+}
+
+// ----- taint reset -----
+
+/// Runs `mcpsum ARGS` on a pseudo-terminal (`script -qc`).
+fn on_terminal(w: &World, args: &str) -> (i32, String) {
+    let cmd = format!(
+        "{} --lockfile {} {args}",
+        env!("CARGO_BIN_EXE_mcpsum"),
+        w.lockfile().display()
+    );
+    let out = Command::new("script")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("SHELL", "/bin/sh")
+        .env("MCPSUM_STATE_DIR", w.path().join("state"))
+        .env("NO_COLOR", "1")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Taints this test process's session in `w` through a raw proxy.
+fn taint_once(w: &World) {
+    let mut px = Raw::start(w, "web", Era::Legacy, json!({}));
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    px.finish();
+}
+
+#[test]
+fn taint_reset_only_from_a_terminal() {
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    taint_once(&w);
+    let id = only_session(&list_json(&w))["session"]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // From a pipe (stdin null, stdout a pipe): refused, exit 2, nothing cleared.
+    for args in [
+        vec!["taint", "reset", "--all"],
+        vec!["taint", "reset", id.as_str()],
+    ] {
+        w.run(&args).code(2).stderr_has(&["terminal"]);
+    }
+    let mut c = w.cmd();
+    let out = c
+        .args(["taint", "reset", "--all"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(only_session(&list_json(&w))["session"]["taint"].is_object());
+
+    // On a terminal: an unknown session is an error; the right one is cleared.
+    let (code, out) = on_terminal(&w, "taint reset 1-2");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("no client session"), "{out}");
+    let (code, out) = on_terminal(&w, &format!("taint reset {id}"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("cleared the taint of 1 session"), "{out}");
+    let st = only_session(&list_json(&w));
+    assert!(st["session"]["taint"].is_null(), "{st:#}");
+    assert_eq!(st["session"]["servers"], json!(["web"]), "kept: {st:#}");
+
+    // `--all`, after tainting again; then a sink passes without a prompt.
+    taint_once(&w);
+    let (code, out) = on_terminal(&w, "taint reset --all");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("cleared the taint of 1 session"), "{out}");
+    assert!(only_session(&list_json(&w))["session"]["taint"].is_null());
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let (err, text) = tool_text(&px.call("s", "send", json!({"to": "x"})));
+    assert!(!err, "{text}");
+    px.finish();
+}
+
+// ----- policy validation, suggest-policy -----
+
+#[test]
+fn misspelled_labels_are_all_reported_in_one_pass() {
+    let w = World::new();
+    let a = lock_only(&w, "alpha", Era::Legacy);
+    lock_only(&w, "beta", Era::Legacy);
+    set_policy(
+        &w,
+        "alpha",
+        &json!({"taint": {"sources": ["read_pag", "resources:*"], "sinks": ["sned", "send"]}}),
+    );
+    set_policy(
+        &w,
+        "beta",
+        &json!({"taint": {"sources": ["prompt:*"], "sinks": ["fetch", "fecth"]}}),
+    );
+    let starts = crate::support::starts(&a);
+    let needles = [
+        "servers.alpha.policy.taint.sources[0]: `read_pag` is not a locked tool of server `alpha`",
+        "servers.alpha.policy.taint.sinks[0]: `sned` is not a locked tool of server `alpha`",
+        "servers.beta.policy.taint.sources[0]: `prompt:*` is not a locked tool of server `beta`",
+        "servers.beta.policy.taint.sinks[1]: `fecth` is not a locked tool of server `beta`",
+    ];
+    w.run(&["verify"]).code(2).stderr_has(&needles);
+    w.run(&["show", "--name", "alpha"])
+        .code(2)
+        .stderr_has(&needles);
+    w.run(&["proxy", "--name", "alpha"])
+        .code(2)
+        .stderr_has(&needles);
+    w.run(&["suggest-policy", "--name", "alpha"]).code(2);
+    assert_eq!(crate::support::starts(&a), starts, "a server started");
+    // Correct labels are not reported.
+    let r = w.run(&["verify"]);
+    for ok in ["`send`", "`resources:*`", "`fetch`"] {
+        assert!(!r.stderr.contains(&format!("{ok} is not")), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn suggest_policy_is_conservative_prints_json_and_never_edits_the_lock() {
+    let w = World::new();
+    let ann = |a: Value| json!({"name": "", "inputSchema": {"type": "object"}, "annotations": a});
+    let mut tools = vec![];
+    for (name, a) in [
+        ("bare", Value::Null),
+        (
+            "closed_ro",
+            json!({"readOnlyHint": true, "openWorldHint": false}),
+        ),
+        ("ro_only", json!({"readOnlyHint": true})),
+        ("closed_only", json!({"openWorldHint": false})),
+        (
+            "closed_rw",
+            json!({"readOnlyHint": false, "openWorldHint": false}),
+        ),
+        (
+            "open_ro",
+            json!({"readOnlyHint": true, "openWorldHint": true}),
+        ),
+        (
+            "destructive_closed_ro",
+            json!({"readOnlyHint": true, "openWorldHint": false, "destructiveHint": true}),
+        ),
+    ] {
+        let mut t = if a.is_null() { tool(name) } else { ann(a) };
+        t["name"] = json!(name);
+        tools.push(t);
+    }
+    let s = w.scenario(
+        "rich",
+        &json!({"tools": tools, "prompts": [{"name": "p"}],
+                "resourceTemplates": [{"uriTemplate": "x://{id}", "name": "x"}]}),
+    );
+    w.lock_fake("rich", &s, &[]).code(0);
+    let plain = w.scenario("plain", &json!({"tools": [tool("only")]}));
+    w.lock_fake("plain", &plain, &[]).code(0);
+    let before = w.lock_bytes();
+
+    let r = w.run(&["suggest-policy", "--name", "rich"]);
+    r.code(0);
+    let mut sources = vec!["bare", "ro_only", "open_ro", "resources:*", "prompts:*"];
+    let mut sinks = vec!["bare", "ro_only", "closed_only", "closed_rw", "open_ro"];
+    let got = r.json();
+    let mut got_sources: Vec<String> =
+        serde_json::from_value(got["policy"]["taint"]["sources"].clone()).unwrap();
+    let mut got_sinks: Vec<String> =
+        serde_json::from_value(got["policy"]["taint"]["sinks"].clone()).unwrap();
+    sources.sort_unstable();
+    sinks.sort_unstable();
+    got_sources.sort();
+    got_sinks.sort();
+    assert_eq!(got_sources, sources, "sources");
+    assert_eq!(got_sinks, sinks, "sinks");
+    assert_eq!(got.as_object().unwrap().len(), 1, "{got:#}");
+    assert_eq!(got["policy"]["taint"].as_object().unwrap().len(), 2);
+    // Reasons per tool on stderr, nothing but JSON on stdout.
+    for needle in [
+        "bare: source + sink (no openWorldHint: may reach the outside world; no readOnlyHint: may write)",
+        "closed_ro: unlabelled",
+        "ro_only: source + sink",
+        "closed_only: sink",
+        "closed_rw: sink",
+        "open_ro: source + sink",
+        "destructive_closed_ro: unlabelled",
+        "resources:*: source",
+        "prompts:*: source",
+    ] {
+        r.stderr_has(&[needle]);
+    }
+    assert!(!r.stdout.contains("unlabelled"));
+    let plain_r = w.run(&["suggest-policy", "--name", "plain"]);
+    assert_eq!(
+        plain_r.code(0).json(),
+        json!({"policy": {"taint": {"sources": ["only"], "sinks": ["only"]}}})
+    );
+    crate::support::assert_unchanged(&w, &before, "suggest-policy");
+    w.run(&["suggest-policy", "--name", "nope"]).code(2);
+    crate::support::assert_unchanged(&w, &before, "suggest-policy of an unknown server");
+
+    // The suggestion, pasted in, is a valid policy.
+    set_policy(&w, "rich", &got["policy"]);
+    w.run(&["verify", "--name", "rich"]).code(0);
+}
+
+// ----- audit: decisions are recorded truthfully -----
+
+#[test]
+#[ignore = "bug: an `approval` audit record of a refused call says decision \"accept\" when the client answered accept with approve=false"]
+fn audit_decision_of_an_accept_without_yes_is_not_accept() {
+    for era in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        setup(&w, "web", era, &default_policy());
+        let mut px = Raw::start(&w, "web", era, form_caps());
+        tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+        let args = json!({"to": SECRET});
+        let no = json!({"action": "accept", "content": {"approve": false}});
+        let resp = match era {
+            Era::Legacy => px.request(
+                "s",
+                "tools/call",
+                json!({"name": "send", "arguments": args}),
+                Some(&no),
+            ),
+            Era::Modern => {
+                let t = input_required(&px.call("s0", "send", args.clone()));
+                px.request("s", "tools/call", retry(args.clone(), &t, no), None)
+            }
+        };
+        assert!(tool_text(&resp).0, "{resp:#}");
+        px.finish();
+        let last = approvals(&w).pop().unwrap();
+        assert_ne!(
+            last.1,
+            "accept",
+            "{era:?}: the refused call is audited as accepted: {:?}",
+            approvals(&w)
+        );
+        assert_no_secret_in_audit(&w);
+    }
+}
