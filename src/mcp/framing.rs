@@ -110,8 +110,12 @@ mod tests {
     async fn frames(input: &[u8], limit: usize, cap: usize) -> Vec<Frame> {
         let mut r = BufReader::with_capacity(cap, input);
         let mut out = Vec::new();
-        while let Some(f) = read_frame(&mut r, limit).await.unwrap() {
-            out.push(f);
+        loop {
+            match read_frame(&mut r, limit).await {
+                Ok(Some(f)) => out.push(f),
+                Ok(None) => break,
+                Err(e) => panic!("{e}"),
+            }
         }
         out
     }
