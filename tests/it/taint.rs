@@ -1275,3 +1275,109 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
         assert_no_secret_in_audit(&w);
     }
 }
+
+#[test]
+#[ignore = "bug: a 2026-07-28 client's refused sink call (decline after input_required) is a result without `resultType: \"complete\"`"]
+fn raw_modern_refusal_after_a_prompt_has_result_type_complete() {
+    let w = World::new();
+    setup(&w, "web", Era::Modern, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    let args = json!({"to": "x"});
+    let t = input_required(&px.call("ask", "send", args.clone()));
+    let r = px.request(
+        "no",
+        "tools/call",
+        retry(args, &t, json!({"action": "decline"})),
+        None,
+    );
+    assert!(tool_text(&r).0, "{r:#}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r:#}");
+    px.finish();
+}
+
+impl Raw {
+    fn send_request(&mut self, id: &str, method: &str, params: Value) {
+        let params = self.params(params);
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+
+    /// The next message that satisfies `pred` (others are dropped).
+    #[track_caller]
+    fn next(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(msg) = self.rx.recv_timeout(left) else {
+                panic!("never got {what}\n--- stderr\n{}", self.stderr());
+            };
+            if pred(&msg) {
+                return msg;
+            }
+        }
+    }
+}
+
+#[test]
+fn legacy_client_cancelling_a_held_call_withdraws_the_prompt_and_nothing_is_sent() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    px.send_request(
+        "held",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "x"}}),
+    );
+    let ask = px.next("elicitation/create", |m| {
+        m["method"] == "elicitation/create"
+    });
+    px.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "held", "reason": "user stopped"}}),
+    );
+    let withdrawn = px.next("the prompt's withdrawal", |m| {
+        m["method"] == "notifications/cancelled"
+    });
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"], "{withdrawn:#}");
+    // A late yes for the withdrawn prompt forwards nothing.
+    px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept()}));
+    let (err, text) = tool_text(&px.call("n", "note", json!({})));
+    assert!(!err, "{text}");
+    px.finish();
+    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tools, vec!["read_page", "note"]);
+}
+
+#[test]
+fn proxies_of_one_session_count_approvals_under_the_file_lock() {
+    const N: usize = 25;
+    let w = World::new();
+    setup(&w, "web", Era::Modern, &default_policy());
+    taint_once_modern(&w);
+    let threads: Vec<_> = (0..2)
+        .map(|k| {
+            let mut px = Raw::start(&w, "web", Era::Modern, json!({}));
+            std::thread::spawn(move || {
+                for i in 0..N {
+                    let r = px.call(&format!("{k}-{i}"), "send", json!({"i": i}));
+                    assert_eq!(r["error"]["code"], -32021, "{r:#}");
+                }
+                px.finish();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let st = only_session(&list_json(&w));
+    assert_eq!(st["session"]["approvals"]["refused"], 2 * N, "{st:#}");
+    assert_eq!(st["session"]["taint"]["item"], "read_page");
+}
+
+fn taint_once_modern(w: &World) {
+    let mut px = Raw::start(w, "web", Era::Modern, json!({}));
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    px.finish();
+}
