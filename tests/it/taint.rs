@@ -426,6 +426,14 @@ fn sdk_flow(era: Era, strict_refusals: bool) {
         // The denied call (8th record) and the refusal without a prompt.
         assert_eq!(decisions.len(), 9, "{ctx}: {decisions:?}");
         assert_eq!(decisions[8], ("send".into(), "refused".into()), "{ctx}");
+        // Each names the session, the server, and the source that tainted the session.
+        let id = s["session"]["session"].as_str().unwrap();
+        for r in audit(&w).iter().filter(|r| r["event"] == "approval") {
+            assert_eq!(r["session"], id, "{ctx}: {r}");
+            assert_eq!(r["server"], "web", "{ctx}: {r}");
+            assert!(r["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
+            assert_eq!(r["tainted_by"]["item"], "read_page", "{ctx}: {r}");
+        }
         assert_no_secret_in_audit(&w);
     }
 }
@@ -918,14 +926,19 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     let mut p = retry(args.clone(), "x", accept());
     p.as_object_mut().unwrap().remove("requestState");
     input_required(&px.request("nostate", "tools/call", p, None));
-    // A request without form elicitation: -32021 naming the capability.
-    px.caps = json!({});
-    let r = px.call("nocap", "send", args.clone());
-    assert_eq!(r["error"]["code"], -32021, "{r:#}");
-    assert_eq!(
-        r["error"]["data"]["requiredCapabilities"],
-        json!({"elicitation": {"form": {}}})
-    );
+    // A request without form elicitation (none, or URL mode only): -32021 naming the capability.
+    for (n, caps) in [json!({}), json!({"elicitation": {"url": {}}})]
+        .into_iter()
+        .enumerate()
+    {
+        px.caps = caps;
+        let r = px.call(&format!("nocap{n}"), "send", args.clone());
+        assert_eq!(r["error"]["code"], -32021, "{r:#}");
+        assert_eq!(
+            r["error"]["data"]["requiredCapabilities"],
+            json!({"elicitation": {"form": {}}})
+        );
+    }
     px.finish();
 
     // The server saw the source and exactly one `send`, stripped of mcpsum's state.
@@ -1017,6 +1030,7 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
             format!("{label} {item}"),
             "{st:#}"
         );
+        assert_eq!(st["session"]["client"], "taint-test 1", "{st:#}");
         // A new proxy of the same client: the taint is still there.
         let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
         let (err, text) = tool_text(&px.call("s2", "send", json!({"to": "two"})));
@@ -1380,4 +1394,128 @@ fn taint_once_modern(w: &World) {
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     px.finish();
+}
+
+#[test]
+fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    // An error answer to the prompt refuses.
+    let (r, asked) = px.request_seen(
+        "e",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "err"}}),
+        None,
+    );
+    assert_eq!(asked.len(), 1);
+    let (err, text) = tool_text(&r);
+    assert!(err && text.contains("did not allow"), "{text}");
+    // While a call waits for the person, other calls are answered.
+    px.send_request(
+        "held",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "held"}}),
+    );
+    let ask = px.next("elicitation/create", |m| {
+        m["method"] == "elicitation/create"
+    });
+    let (err, _) = tool_text(&px.call("n", "note", json!({"n": 1})));
+    assert!(!err);
+    px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept()}));
+    let r = px.next("the held call's result", |m| m["id"] == "held");
+    let (err, text) = tool_text(&r);
+    assert!(!err && text.contains("held"), "{r:#}");
+    px.finish();
+    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tools, vec!["read_page", "note", "send"]);
+    let d: Vec<String> = approvals(&w).into_iter().map(|(_, d)| d).collect();
+    assert_eq!(d, vec!["asked", "error", "asked", "accept"]);
+}
+
+#[test]
+fn long_arguments_are_truncated_in_the_prompt() {
+    let w = World::new();
+    setup(&w, "web", Era::Modern, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    let body = "A".repeat(20_000);
+    let r = px.call("big", "send", json!({"body": body}));
+    input_required(&r);
+    let msg = r["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(msg.contains("(truncated)"), "{msg}");
+    assert!(msg.len() < 4_000, "prompt of {} bytes", msg.len());
+    px.finish();
+}
+
+#[test]
+fn resources_and_prompts_as_sinks_ask_too() {
+    let w = World::new();
+    let policy =
+        json!({"taint": {"sources": ["read_page"], "sinks": ["resources:*", "prompts:*"]}});
+    let tr = setup(&w, "web", Era::Modern, &policy);
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let read = json!({"uri": "notes://inbox"});
+    let r = px.request("r0", "resources/read", read.clone(), None);
+    assert!(r["result"]["contents"].is_array(), "clean session: {r:#}");
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    let t = input_required(&px.request("r1", "resources/read", read.clone(), None));
+    let mut p = read.clone();
+    p["requestState"] = json!(t);
+    p["inputResponses"] = json!({APPROVAL_KEY: accept()});
+    let r = px.request("r2", "resources/read", p, None);
+    assert!(r["result"]["contents"].is_array(), "approved read: {r:#}");
+    let g = input_required(&px.request("p1", "prompts/get", json!({"name": "greet"}), None));
+    let r = px.request(
+        "p2",
+        "prompts/get",
+        json!({"name": "greet", "requestState": g,
+               "inputResponses": {APPROVAL_KEY: {"action": "decline"}}}),
+        None,
+    );
+    assert!(r.get("error").is_some(), "declined prompts/get: {r:#}");
+    px.finish();
+    let methods: Vec<String> = received(&tr)
+        .iter()
+        .filter_map(|m| m["method"].as_str().map(str::to_owned))
+        .filter(|m| ["resources/read", "prompts/get", "tools/call"].contains(&m.as_str()))
+        .collect();
+    assert_eq!(
+        methods,
+        vec!["resources/read", "tools/call", "resources/read"]
+    );
+}
+
+#[test]
+fn ended_sessions_are_listed_as_ended_and_pruned_after_a_day() {
+    let w = World::new();
+    let dir = w.path().join("state/taint");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (id, old) in [("1-1", true), ("1-2", false)] {
+        let st = json!({"session": id, "clientPid": 1, "clientStart": 1, "client": null,
+                        "started": "2026-01-01T00:00:00Z", "servers": ["web"],
+                        "taint": {"server": "web", "item": "read_page", "ts": "2026-01-01T00:00:00Z"},
+                        "approvals": {"asked": 0, "accepted": 0, "declined": 0, "refused": 0}});
+        let p = dir.join(format!("{id}.json"));
+        std::fs::write(&p, serde_json::to_vec(&st).unwrap()).unwrap();
+        if old {
+            let ok = Command::new("touch")
+                .args(["-d", "3 days ago"])
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+    }
+    let s = only_session(&list_json(&w));
+    assert_eq!(s["session"]["session"], "1-2");
+    assert_eq!(s["active"], false);
+    assert!(
+        !dir.join("1-1.json").exists(),
+        "the day-old ended session was not pruned"
+    );
+    assert!(w.run(&["taint", "list"]).code(0).stdout.contains("ended"));
 }
