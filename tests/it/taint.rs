@@ -1104,6 +1104,11 @@ fn taint_reset_only_from_a_terminal() {
     assert_eq!(out.status.code(), Some(2));
     assert!(only_session(&list_json(&w))["session"]["taint"].is_object());
 
+    // stdin a terminal but stdout a pipe: still refused.
+    let (_, out) = on_terminal(&w, "taint reset --all 2>&1 | cat");
+    assert!(out.contains("runs only on a terminal"), "{out}");
+    assert!(only_session(&list_json(&w))["session"]["taint"].is_object());
+
     // On a terminal: an unknown session is an error; the right one is cleared.
     let (code, out) = on_terminal(&w, "taint reset 1-2");
     assert_eq!(code, 2, "{out}");
@@ -1518,4 +1523,54 @@ fn ended_sessions_are_listed_as_ended_and_pruned_after_a_day() {
         "the day-old ended session was not pruned"
     );
     assert!(w.run(&["taint", "list"]).code(0).stdout.contains("ended"));
+}
+
+#[test]
+fn a_damaged_session_state_fails_closed() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let dir = w.path().join("state/taint");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "taint dir mode {mode:o}");
+    }
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a session file");
+    // Mid-session: a sink on a clean-looking but unreadable state is refused, not forwarded.
+    std::fs::write(&file, b"{ not json at all, and longer than before ....").unwrap();
+    let (err, text) = tool_text(&px.call("s", "send", json!({"to": "x"})));
+    assert!(err && text.contains("cannot read"), "{text}");
+    // A tool that is no sink still works.
+    let (err, _) = tool_text(&px.call("n", "note", json!({})));
+    assert!(!err);
+    px.finish();
+    // At start: a proxy with `policy.taint` will not run without its state.
+    let r = w.run(&["proxy", "--name", "web"]);
+    r.code(2).stderr_has(&["taint state"]);
+    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tools, vec!["note"]);
+}
+
+#[test]
+#[ignore = "bug: a legacy client that declares only URL-mode elicitation (`elicitation: {url: {}}`) is sent a form `elicitation/create` instead of the 'cannot show a prompt' refusal"]
+fn legacy_client_with_url_only_elicitation_is_refused_without_a_form_prompt() {
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({"elicitation": {"url": {}}}));
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    let (r, asked) = px.request_seen(
+        "s",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "x"}}),
+        None,
+    );
+    assert_eq!(asked, Vec::<Value>::new(), "a form prompt was sent");
+    let (err, text) = tool_text(&r);
+    assert!(err && text.contains("cannot show"), "{text}");
+    px.finish();
 }
