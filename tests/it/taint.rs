@@ -1048,6 +1048,7 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
 // ----- taint reset -----
 
 /// Runs `mcpsum ARGS` on a pseudo-terminal (`script -qc`).
+#[cfg(target_os = "linux")]
 fn on_terminal(w: &World, args: &str) -> (i32, String) {
     let cmd = format!(
         "{} --lockfile {} {args}",
@@ -1071,6 +1072,7 @@ fn on_terminal(w: &World, args: &str) -> (i32, String) {
 }
 
 /// Taints this test process's session in `w` through a raw proxy.
+#[cfg(target_os = "linux")]
 fn taint_once(w: &World) {
     let mut px = Raw::start(w, "web", Era::Legacy, json!({}));
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
@@ -1078,6 +1080,8 @@ fn taint_once(w: &World) {
     px.finish();
 }
 
+// util-linux `script` / GNU `touch -d`.
+#[cfg(target_os = "linux")]
 #[test]
 fn taint_reset_only_from_a_terminal() {
     let w = World::new();
@@ -1494,6 +1498,8 @@ fn resources_and_prompts_as_sinks_ask_too() {
     );
 }
 
+// util-linux `script` / GNU `touch -d`.
+#[cfg(target_os = "linux")]
 #[test]
 fn ended_sessions_are_listed_as_ended_and_pruned_after_a_day() {
     let w = World::new();
