@@ -145,7 +145,7 @@ impl Proxy {
             None => None,
             Some(Err(e)) => {
                 // Fail closed: an unreadable state could hide a taint.
-                self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval")).await;
+                self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval"), modern).await;
                 return Gate::Handled;
             }
         };
@@ -168,7 +168,7 @@ impl Proxy {
             .client_legacy_caps
             .as_ref()
             .and_then(|c| c.get("elicitation"))
-            .is_some();
+            .is_some_and(form_elicitation);
         if !can_ask {
             self.count(|a| a.refused += 1);
             self.audit_approval(
@@ -179,7 +179,7 @@ impl Proxy {
                 &mark,
             );
             let why = no_prompt_text(&self.name, item, &mark);
-            self.refuse_sink(id, method, item, &why).await;
+            self.refuse_sink(id, method, item, &why, false).await;
             return Gate::Handled;
         }
         if self.taint.held.len() >= MAX_HELD {
@@ -188,6 +188,7 @@ impl Proxy {
                 method,
                 item,
                 "too many calls are waiting for approval; answer those first",
+                false,
             )
             .await;
             return Gate::Handled;
@@ -259,10 +260,11 @@ impl Proxy {
                 return Gate::Forward(Some(strip_approval(p)));
             }
             self.count(|a| a.declined += 1);
-            let action = answer
-                .get("action")
-                .and_then(Value::as_str)
-                .unwrap_or("decline");
+            let action = match answer.get("action").and_then(Value::as_str) {
+                // "accept" without `approve: true` is a no.
+                Some("accept") | None => "decline",
+                Some(other) => other,
+            };
             self.audit_approval(
                 method,
                 item,
@@ -270,14 +272,13 @@ impl Proxy {
                 "the person did not allow the call",
                 mark,
             );
-            self.refuse_sink(id, method, item, &format!("the person did not allow `{item}` on server `{}` ({action}); the call was not made", self.name)).await;
+            self.refuse_sink(id, method, item, &format!("the person did not allow `{item}` on server `{}` ({action}); the call was not made", self.name), true).await;
             return Gate::Handled;
         }
         let caps = p.get("_meta").and_then(|m| m.get(META_CAPABILITIES));
-        let can_ask = caps.and_then(|c| c.get("elicitation")).is_some_and(|e| {
-            e.as_object()
-                .is_some_and(|o| o.is_empty() || o.contains_key("form"))
-        });
+        let can_ask = caps
+            .and_then(|c| c.get("elicitation"))
+            .is_some_and(form_elicitation);
         if !can_ask {
             self.count(|a| a.refused += 1);
             self.audit_approval(
@@ -356,12 +357,15 @@ impl Proxy {
             )
             .await;
         } else {
-            let action = obj
+            let action = match obj
                 .get("result")
-                .and_then(|r| r.get("action"))
-                .and_then(Value::as_str)
-                .unwrap_or("error")
-                .to_owned();
+                .map(|r| r.get("action").and_then(Value::as_str))
+            {
+                // "accept" without `approve: true` is a no.
+                Some(Some("accept") | None) => "decline".to_owned(),
+                Some(Some(other)) => other.to_owned(),
+                None => "error".to_owned(),
+            };
             self.count(|a| a.declined += 1);
             self.audit_approval(
                 &held.method,
@@ -374,7 +378,7 @@ impl Proxy {
                 "the person did not allow `{}` on server `{}` ({action}); the call was not made",
                 held.item, self.name
             );
-            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg)
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)
                 .await;
         }
         true
@@ -408,7 +412,7 @@ impl Proxy {
                 "no answer to mcpsum's approval prompt for `{}` on server `{}` in time; the call was not made",
                 held.item, self.name
             );
-            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg)
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)
                 .await;
         }
     }
@@ -499,22 +503,30 @@ impl Proxy {
 
     /// Refuses a sink call: a tool result with `isError` (the model reads why) for `tools/call`,
     /// a JSON-RPC error otherwise.
-    async fn refuse_sink(&self, id: &Value, method: &str, item: &str, why: &str) {
+    async fn refuse_sink(&self, id: &Value, method: &str, item: &str, why: &str, modern: bool) {
         self.audit.note(
             "refused",
             json!({"method": method, "item": item, "decision": "refuse", "reason": why}),
         );
         if method == "tools/call" {
-            self.reply(
-                id,
-                json!({"content": [{"type": "text", "text": why}], "isError": true}),
-            )
-            .await;
+            let mut result = json!({"content": [{"type": "text", "text": why}], "isError": true});
+            if modern {
+                // A 2026-07-28 result names its type.
+                result["resultType"] = json!("complete");
+            }
+            self.reply(id, result).await;
         } else {
             self.reply_error(id, codes::INVALID_REQUEST, why, None)
                 .await;
         }
     }
+}
+
+/// Whether an `elicitation` capability covers form prompts: `{}` (form only, 2025-06-18) or
+/// one that lists `form`.
+fn form_elicitation(e: &Value) -> bool {
+    e.as_object()
+        .is_some_and(|o| o.is_empty() || o.contains_key("form"))
 }
 
 fn output_warn(msg: &str) {

@@ -279,7 +279,6 @@ fn sdk_modern_client_sink_source_accept_decline_cancel_and_no_prompt() {
 }
 
 #[test]
-#[ignore = "bug: a 2026-07-28 client's declined/cancelled/denied sink call gets a tool result without `resultType`, which the SDK cannot parse (pydantic: CallToolResult.resultType Field required)"]
 fn sdk_modern_client_sees_a_refusal_after_a_prompt_as_an_error_result() {
     sdk_flow(Era::Modern, true);
 }
@@ -1265,7 +1264,6 @@ fn suggest_policy_is_conservative_prints_json_and_never_edits_the_lock() {
 // ----- audit: decisions are recorded truthfully -----
 
 #[test]
-#[ignore = "bug: an `approval` audit record of a refused call says decision \"accept\" when the client answered accept with approve=false"]
 fn audit_decision_of_an_accept_without_yes_is_not_accept() {
     for era in [Era::Legacy, Era::Modern] {
         let w = World::new();
@@ -1300,7 +1298,6 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
 }
 
 #[test]
-#[ignore = "bug: a 2026-07-28 client's refused sink call (decline after input_required) is a result without `resultType: \"complete\"`"]
 fn raw_modern_refusal_after_a_prompt_has_result_type_complete() {
     let w = World::new();
     setup(&w, "web", Era::Modern, &default_policy());
@@ -1563,7 +1560,6 @@ fn a_damaged_session_state_fails_closed() {
 }
 
 #[test]
-#[ignore = "bug: a legacy client that declares only URL-mode elicitation (`elicitation: {url: {}}`) is sent a form `elicitation/create` instead of the 'cannot show a prompt' refusal"]
 fn legacy_client_with_url_only_elicitation_is_refused_without_a_form_prompt() {
     let w = World::new();
     setup(&w, "web", Era::Legacy, &default_policy());
