@@ -617,7 +617,7 @@ fn large_tool(n: usize) -> Value {
                 "multipleOf": 0.001,
                 "default": i,
                 "enum": [1, 2.5, -0.0, 1e300, "a", null, true],
-                "zz": {"b": [1, 2, 3], "a": {"y": "z", "x": 3.14159}},
+                "zz": {"b": [1, 2, 3], "a": {"y": "z", "x": 2.718_3e-5}},
             }),
         );
     }
@@ -1356,10 +1356,13 @@ fn bench_sandbox(ctx: &Ctx) -> Table {
     );
     let fake_dirs = [Ctx::s(ctx.fake.parent().unwrap()), Ctx::s(ctx.tmp.path())];
     let policy = |read: &[String], allow: &[&str]| json!({"filesystem": {"read": read}, "network": {"allow": allow}});
-    let sb_native_none = ctx.write_json("sb-native-none.json", &policy(&[me_dir.clone()], &[]));
+    let sb_native_none = ctx.write_json(
+        "sb-native-none.json",
+        &policy(std::slice::from_ref(&me_dir), &[]),
+    );
     let sb_native_host = ctx.write_json(
         "sb-native-host.json",
-        &policy(&[me_dir.clone()], &["example.com:443"]),
+        &policy(std::slice::from_ref(&me_dir), &["example.com:443"]),
     );
     let sb_fake_none = ctx.write_json("sb-fake-none.json", &policy(&fake_dirs, &[]));
     let sb_fake_host = ctx.write_json(
