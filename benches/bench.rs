@@ -625,6 +625,56 @@ fn large_tool(n: usize) -> Value {
            "inputSchema": {"type": "object", "properties": props}})
 }
 
+/// Issue 4: the taint check on a clean session, the cost a sink call pays before it is
+/// forwarded (label lookup + `SessionStore::tainted`, which stats the session file and re-reads
+/// it only when it changed), against a plain label lookup.
+fn bench_taint(ctx: &Ctx) -> Table {
+    eprintln!("== taint");
+    let mut t = Table::new(
+        "Taint check per call on a clean session",
+        "In-process: `Labels::is_sink` + `SessionStore::tainted()` on a session file shared as the          proxy shares it (state written once by `update`), against `Labels::is_sink` alone.          Median over the rounds of the mean per call.",
+    );
+    let state = ctx.path("taint-bench-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let session = mcpsum::session::Session {
+        id: "1-1".into(),
+        client_pid: 1,
+        client_start: 1,
+    };
+    let mut store = mcpsum::taint::SessionStore::open(&state, &session).unwrap();
+    store
+        .update(|s| {
+            s.servers.insert("bench".into());
+        })
+        .unwrap();
+    let labels = mcpsum::taint::Labels::default();
+    let call = mcpsum::taint::Call::Tool("send");
+    let n = ctx.n(200_000, 20_000);
+    let rounds = 7;
+    let per_call = |f: &mut dyn FnMut() -> bool| {
+        let mut ds = Vec::new();
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(f());
+            }
+            ds.push(t0.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        ds.sort_by(f64::total_cmp);
+        ds[ds.len() / 2]
+    };
+    let check = per_call(&mut || labels.is_sink(call) | store.tainted().unwrap().is_some());
+    let lookup = per_call(&mut || labels.is_sink(call));
+    t.row(
+        "clean-session check per call (label + stat of the session file)",
+        format!("{check:.2} µs"),
+        format!("label lookup alone {lookup:.3} µs"),
+        "≤ 20 µs",
+        Some(check <= 20.0),
+    );
+    t
+}
+
 fn bench_canon(ctx: &Ctx) -> Table {
     eprintln!("== canonicalizer");
     let mut t = Table::new(
@@ -1586,6 +1636,9 @@ fn main() {
     let mut tables = Vec::new();
     if want("canon") {
         tables.push(bench_canon(&ctx));
+    }
+    if want("taint") {
+        tables.push(bench_taint(&ctx));
     }
     if want("show") {
         tables.push(bench_show(&ctx));

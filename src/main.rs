@@ -29,8 +29,9 @@ fn main() -> std::process::ExitCode {
         mcpsum::cli::Color::Never => anstream::ColorChoice::Never,
     };
     mcpsum::output::init(color, cli.quiet, cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: mcpsum's work is I/O between pipes, and hand-offs between worker threads
+    // cost more than they give (proxy latency per call).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -80,12 +80,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let (to_server, server_in_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
     let (client_tx, mut client_rx) = mpsc::channel::<Input>(CHANNEL);
     let max = opts.max_message;
-    tokio::spawn(read_loop(
-        BufReader::new(tokio::io::stdin()),
-        client_tx,
-        max,
-    ));
-    let client_writer = tokio::spawn(write_loop(tokio::io::stdout(), client_out_rx));
+    tokio::spawn(read_loop(BufReader::new(client_stdin()), client_tx, max));
+    let client_writer = tokio::spawn(write_loop(client_stdout(), client_out_rx));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -244,6 +240,36 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
             Ok(Exit::Ok)
         }
+    }
+}
+
+/// Our stdin as an async reader: a pipe (what clients give) is read directly through the
+/// reactor; anything else (a terminal, a file) through tokio's blocking helper thread, which
+/// costs a thread hand-off per read.
+fn client_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
+    match pipe {
+        Some(p) => Box::new(p),
+        None => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Our stdout as an async writer, like [`client_stdin`].
+fn client_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
+    match pipe {
+        Some(p) => Box::new(p),
+        None => Box::new(tokio::io::stdout()),
     }
 }
 
