@@ -248,8 +248,9 @@ fn write_state(path: &Path, state: &SessionState) -> std::io::Result<()> {
         .tempfile_in(dir)?;
     let mut bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
+    // No fsync: the state lives as long as its client process, which a power loss ends too;
+    // the rename keeps every reader's view whole.
     tmp.write_all(&bytes)?;
-    tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
