@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
@@ -94,9 +94,4 @@ impl AuditLog {
             ));
         }
     }
-}
-
-/// A record's fields for a refused or allowed item.
-pub fn item_fields(item: &str, decision: &str, reason: &str) -> Value {
-    json!({"item": item, "decision": decision, "reason": reason})
 }

@@ -48,14 +48,6 @@ impl Error {
         }
     }
 
-    /// An error meaning "the check said no" (exit 1).
-    pub fn problem(message: impl Into<String>) -> Self {
-        Self {
-            exit: Exit::Problem,
-            ..Self::new(message)
-        }
-    }
-
     /// Adds a cause line.
     #[must_use]
     pub fn cause(mut self, cause: impl fmt::Display) -> Self {
@@ -80,11 +72,6 @@ impl Error {
     /// The hint, if any.
     pub fn hint_text(&self) -> Option<&str> {
         self.hint.as_deref()
-    }
-
-    /// The main message.
-    pub fn message(&self) -> &str {
-        &self.message
     }
 
     /// The process exit code this error maps to.

@@ -104,14 +104,6 @@ pub fn warn(text: &str) {
     }
 }
 
-/// Writes a line to stderr only with `-v`.
-pub fn debug(text: &str) {
-    if verbose() {
-        let mut err = anstream::stderr().lock();
-        let _ = writeln!(err, "{}", paint(style::DIM, text));
-    }
-}
-
 /// Writes an error to stderr, always.
 pub fn error(err: &crate::Error) {
     let mut out = anstream::stderr().lock();

@@ -50,33 +50,53 @@ impl Running {
             .receive_listener(BRIDGE_TIMEOUT)
             .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?
             .ok_or("sandbox setup failed, server not started: egress bridge: no listener")?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("egress bridge: {e}"))?;
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .map_err(|e| format!("egress bridge: {e}"))?;
-        let session = crate::session::current().id;
-        let audit = crate::audit::AuditLog::open(&self.state_dir, &session, &server)
-            .map_err(|e| e.one_line())?;
-        let config = Arc::new(mcpsum_egress::EgressConfig::new(server, session, allowlist));
-        let audit = Arc::new(audit);
-        let sink: mcpsum_egress::AuditSink = Arc::new(move |record| {
-            let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
-            audit.append_raw(&value)
-        });
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        self.shutdown = Some(tx);
-        tokio::spawn(mcpsum_egress::serve(
+        self.shutdown = Some(start_egress(
+            &tokio::runtime::Handle::current(),
             listener,
-            config,
-            Arc::new(mcpsum_egress::SystemResolver),
-            sink,
-            async move {
-                let _ = rx.await;
-            },
-        ));
+            server,
+            allowlist,
+            &self.state_dir,
+        )?);
         Ok(())
     }
+}
+
+/// Starts the egress proxy on `listener` (the socket the launcher bound inside the server's
+/// network namespace), auditing every connection to `state_dir`'s audit log. It runs until the
+/// returned sender is dropped or fires.
+pub fn start_egress(
+    handle: &tokio::runtime::Handle,
+    listener: std::net::TcpListener,
+    server: String,
+    allowlist: mcpsum_egress::Allowlist,
+    state_dir: &Path,
+) -> Result<tokio::sync::oneshot::Sender<()>, String> {
+    let _in_runtime = handle.enter();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("egress bridge: {e}"))?;
+    let listener =
+        tokio::net::TcpListener::from_std(listener).map_err(|e| format!("egress bridge: {e}"))?;
+    let session = crate::session::current().id;
+    let audit = Arc::new(
+        crate::audit::AuditLog::open(state_dir, &session, &server).map_err(|e| e.one_line())?,
+    );
+    let config = Arc::new(mcpsum_egress::EgressConfig::new(server, session, allowlist));
+    let sink: mcpsum_egress::AuditSink = Arc::new(move |record| {
+        let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
+        audit.append_raw(&value)
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    handle.spawn(mcpsum_egress::serve(
+        listener,
+        config,
+        Arc::new(mcpsum_egress::SystemResolver),
+        sink,
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    Ok(tx)
 }
 
 /// The paths a write rule must never cover, for this machine.

@@ -96,16 +96,14 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 
-    let mut probe_entry = ServerEntry {
-        command: command.clone(),
-        env_passthrough: env.clone(),
-        policy: policy.clone(),
-        ..placeholder_entry()
-    };
-    if let Some(prev) = &previous {
-        probe_entry.supported_versions = prev.supported_versions.clone();
-    }
-    let launch = super::launch_for(&args.name, &probe_entry, &path, false);
+    let launch = super::launch(
+        &args.name,
+        &command,
+        &env,
+        policy.as_ref().and_then(|p| p.sandbox.as_ref()),
+        &path,
+        false,
+    );
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {
         output::warn(&format!(
@@ -141,33 +139,14 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
         let _guard = lockfile::LockGuard::acquire(&path)?;
         let mut lock = lockfile::load_optional(&path)?.unwrap_or_else(Lockfile::default);
         lock.servers.insert(args.name.clone(), entry.clone());
-        let bytes = lockfile::to_bytes(&lock);
-        // Validate what is about to be written exactly as a later load would.
-        lockfile::load_from_bytes(&path, &bytes)?;
-        lockfile::write_atomic(&path, &bytes)?;
+        // The other entries were validated by the load above; check the new one as a load
+        // would, without re-parsing and re-digesting the whole file.
+        lockfile::check_entry(&path, &args.name, &entry)?;
+        lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
     }
 
     report(&args.name, &path, previous.as_ref(), &entry, &dropped);
     Ok(Exit::Ok)
-}
-
-fn placeholder_entry() -> ServerEntry {
-    let empty = lockfile::Digests::compute(None, &[], &[], &[], &[]);
-    ServerEntry {
-        command: Vec::new(),
-        env_passthrough: Vec::new(),
-        protocol_version: String::new(),
-        supported_versions: None,
-        server_info: serde_json::Value::Null,
-        instructions: None,
-        capabilities: serde_json::Value::Null,
-        tools: Vec::new(),
-        prompts: Vec::new(),
-        resources: Vec::new(),
-        resource_templates: Vec::new(),
-        policy: None,
-        digests: empty,
-    }
 }
 
 fn report(

@@ -42,12 +42,31 @@ pub fn launch_for(
     lockfile: &Path,
     forward_stderr: bool,
 ) -> Launch {
+    launch(
+        name,
+        &entry.command,
+        &entry.env_passthrough,
+        entry.sandbox(),
+        lockfile,
+        forward_stderr,
+    )
+}
+
+/// How to start a server from its parts (a new entry has no `ServerEntry` yet).
+pub fn launch(
+    name: &str,
+    argv: &[String],
+    env_passthrough: &[String],
+    sandbox: Option<&crate::lockfile::SandboxPolicy>,
+    lockfile: &Path,
+    forward_stderr: bool,
+) -> Launch {
     Launch {
         server: name.to_owned(),
-        argv: entry.command.clone(),
-        env_passthrough: entry.env_passthrough.clone(),
+        argv: argv.to_vec(),
+        env_passthrough: env_passthrough.to_vec(),
         forward_stderr,
-        sandbox: entry.sandbox().map(|p| crate::sandboxing::SandboxSpec {
+        sandbox: sandbox.map(|p| crate::sandboxing::SandboxSpec {
             policy: p.clone(),
             lockfile: lockfile.to_path_buf(),
         }),

@@ -1,8 +1,6 @@
 //! `mcpsum sandbox test --name NAME`: build NAME's sandbox exactly as the proxy would, run the
 //! probe (this binary) inside it, and print each promise: check, expected, observed, pass.
 
-use std::sync::Arc;
-
 use crate::cli::SandboxTestArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
@@ -54,30 +52,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
         let state_dir = protected.state_dir.clone();
         let server = args.name.clone();
         let serve = Box::new(move |listener: std::net::TcpListener| {
-            let _ = listener.set_nonblocking(true);
-            let session = crate::session::current().id;
-            let Ok(audit) = crate::audit::AuditLog::open(&state_dir, &session, &server) else {
-                return;
-            };
-            let audit = Arc::new(audit);
-            let config = Arc::new(mcpsum_egress::EgressConfig::new(server, session, allowlist));
-            let sink: mcpsum_egress::AuditSink = Arc::new(move |record| {
-                let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
-                audit.append_raw(&value)
-            });
-            handle.spawn(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                    return;
-                };
-                let _ = mcpsum_egress::serve(
-                    listener,
-                    config,
-                    Arc::new(mcpsum_egress::SystemResolver),
-                    sink,
-                    std::future::pending(),
-                )
-                .await;
-            });
+            match crate::sandboxing::start_egress(&handle, listener, server, allowlist, &state_dir)
+            {
+                // The probe's checks end with the test; keep the proxy up until then.
+                Ok(tx) => std::mem::forget(tx),
+                // The CONNECT rows then fail and say so; the reason is here.
+                Err(e) => output::warn(&format!("cannot start the egress proxy: {e}")),
+            }
         });
         Some(mcpsum_sandbox::EgressHook { serve, checks })
     };

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
-pub use read::{load, load_from_bytes, load_optional};
+pub use read::{check_entry, load, load_from_bytes, load_optional};
 pub use write::{LockGuard, to_bytes, write_atomic};
 
 /// The versions of the format this build reads.

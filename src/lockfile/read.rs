@@ -160,6 +160,21 @@ fn strip_position(msg: &str) -> String {
     }
 }
 
+/// Checks one entry about to be written as a load would (its digests, labels and policy).
+pub fn check_entry(path: &Path, name: &str, entry: &ServerEntry) -> Result<()> {
+    let mut problems = Vec::new();
+    validate_entry(name, entry, &mut problems);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(format!(
+        "the entry for server `{name}` would not be valid; `{}` was left unchanged",
+        path.display()
+    ))
+    .details(problems)
+    .hint("this is a bug in mcpsum; please report it with the server's output"))
+}
+
 /// Checks every rule of the format; returns one line per problem.
 pub(crate) fn validate(lock: &Lockfile) -> Vec<String> {
     let mut problems = Vec::new();

@@ -170,15 +170,7 @@ impl Proxy {
             .and_then(|c| c.get("elicitation"))
             .is_some_and(form_elicitation);
         if !can_ask {
-            self.count(|a| a.refused += 1);
-            self.audit_approval(
-                method,
-                item,
-                "refused",
-                "the client cannot show an approval prompt (no elicitation capability)",
-                &mark,
-            );
-            let why = no_prompt_text(&self.name, item, &mark);
+            let why = self.no_prompt(method, item, &mark);
             self.refuse_sink(id, method, item, &why, false).await;
             return Gate::Handled;
         }
@@ -280,15 +272,7 @@ impl Proxy {
             .and_then(|c| c.get("elicitation"))
             .is_some_and(form_elicitation);
         if !can_ask {
-            self.count(|a| a.refused += 1);
-            self.audit_approval(
-                method,
-                item,
-                "refused",
-                "the client cannot show an approval prompt (no form elicitation)",
-                mark,
-            );
-            let why = no_prompt_text(&self.name, item, mark);
+            let why = self.no_prompt(method, item, mark);
             self.reply_error(
                 id,
                 codes::MISSING_CAPABILITY,
@@ -466,6 +450,20 @@ impl Proxy {
             Ok(false) => {}
             Err(e) => output_warn(&format!("cannot record the taint of this session: {e}")),
         }
+    }
+
+    /// Counts and audits a refusal because the client cannot show a form prompt; returns the
+    /// text that tells the person why and how to proceed.
+    fn no_prompt(&mut self, method: &str, item: &str, mark: &TaintMark) -> String {
+        self.count(|a| a.refused += 1);
+        self.audit_approval(
+            method,
+            item,
+            "refused",
+            "the client cannot show an approval prompt (no form elicitation capability)",
+            mark,
+        );
+        no_prompt_text(&self.name, item, mark)
     }
 
     fn current_mark(&mut self) -> TaintMark {
