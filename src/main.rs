@@ -18,6 +18,9 @@ fn main() -> std::process::ExitCode {
         Some(a) if a == mcpsum_sandbox::PROBE_SUBCOMMAND => {
             mcpsum_sandbox::probe_main(args.collect())
         }
+        Some(a) if a == mcpsum_sandbox::GUARD_SUBCOMMAND => {
+            mcpsum_sandbox::guard_main(args.collect())
+        }
         _ => {}
     }
     let cli = mcpsum::cli::Cli::parse();

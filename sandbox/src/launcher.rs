@@ -45,11 +45,21 @@ pub(crate) struct Fail {
     fix: String,
 }
 
-fn fail(layer: &'static str, cause: impl ToString, fix: impl Into<String>) -> Fail {
+pub(crate) fn fail(layer: &'static str, cause: impl ToString, fix: impl Into<String>) -> Fail {
     Fail {
         layer,
         cause: cause.to_string(),
         fix: fix.into(),
+    }
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sandbox setup failed, server not started: {}: {}; {}",
+            self.layer, self.cause, self.fix
+        )
     }
 }
 
@@ -58,11 +68,7 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
         Ok(never) => match never {},
         Err(e) => e,
     };
-    let line = format!(
-        "sandbox setup failed, server not started: {}: {}; {}\n",
-        err.layer, err.cause, err.fix
-    );
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    let _ = std::io::stderr().write_all(format!("{err}\n").as_bytes());
     std::process::exit(SETUP_FAILED_EXIT)
 }
 
@@ -80,6 +86,9 @@ fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
 /// The kernel operations of the launcher, in a trait so a recording fake can check their order
 /// (youki's `Syscall` pattern). Each returns the one-line failure of its layer.
 pub(crate) trait Sys {
+    /// Splits off the guard (see `guard`), which stays outside the sandbox and ends the server's
+    /// whole tree with it or with mcpsum; returns the guard's pid, the launcher's new parent.
+    fn guard(&mut self, parent: i32) -> Result<i32, Fail>;
     /// `PR_SET_PDEATHSIG(SIGKILL)`; returns the parent pid seen afterwards.
     fn die_with_parent(&mut self) -> Result<i32, Fail>;
     /// Closes every descriptor above 2 except `keep`.
@@ -108,8 +117,10 @@ pub(crate) fn launch(sys: &mut impl Sys, spec: &LauncherSpec) -> Fail {
 }
 
 fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
-    // 1. Die with the spawning thread; then make sure it did not die already.
-    if sys.die_with_parent()? != spec.parent_pid {
+    // 0. The guard: the tree ends with the server and with mcpsum, even a `SIGKILL`ed one.
+    let guard = sys.guard(spec.parent_pid)?;
+    // 1. Die with the guard; then make sure it did not die already.
+    if sys.die_with_parent()? != guard {
         return Err(fail(
             "launcher",
             "mcpsum exited before the server started",
@@ -181,6 +192,10 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
 struct RealSys;
 
 impl Sys for RealSys {
+    fn guard(&mut self, parent: i32) -> Result<i32, Fail> {
+        crate::guard::split(parent)
+    }
+
     fn die_with_parent(&mut self) -> Result<i32, Fail> {
         nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
             .map_err(|e| fail("launcher", format!("PR_SET_PDEATHSIG: {e}"), BUG))?;
@@ -234,6 +249,9 @@ impl Sys for RealSys {
     }
 
     fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail {
+        // Rust's start-up ignores `SIGPIPE`, and `exec` would pass that on: the server gets the
+        // default, as it would from a shell.
+        crate::sys::default_signal(nix::sys::signal::Signal::SIGPIPE);
         let e = match nix::unistd::execve(program, argv, envp) {
             Ok(never) => match never {},
             Err(e) => e,
@@ -499,6 +517,10 @@ mod tests {
     }
 
     impl Sys for Fake {
+        fn guard(&mut self, parent: i32) -> Result<i32, Fail> {
+            assert_eq!(parent, 7);
+            self.step("guard").map(|()| 70)
+        }
         fn die_with_parent(&mut self) -> Result<i32, Fail> {
             self.step("pdeathsig").map(|()| self.parent)
         }
@@ -570,7 +592,7 @@ mod tests {
             calls: vec![],
             fail_at,
             env: vec![("TMPDIR".into(), "/t".into())],
-            parent: 7,
+            parent: 70,
         }
     }
 
@@ -581,6 +603,7 @@ mod tests {
         assert_eq!(
             f.calls,
             [
+                "guard",
                 "pdeathsig",
                 "close_fds",
                 "caps",
@@ -599,6 +622,7 @@ mod tests {
         assert_eq!(
             f.calls,
             [
+                "guard",
                 "pdeathsig",
                 "close_fds",
                 "namespaces",
@@ -618,10 +642,14 @@ mod tests {
     #[test]
     fn a_failing_layer_stops_everything_after_it() {
         for (at, done) in [
-            ("namespaces", vec!["pdeathsig", "close_fds", "namespaces"]),
+            (
+                "namespaces",
+                vec!["guard", "pdeathsig", "close_fds", "namespaces"],
+            ),
             (
                 "landlock",
                 vec![
+                    "guard",
                     "pdeathsig",
                     "close_fds",
                     "namespaces",
@@ -633,6 +661,7 @@ mod tests {
             (
                 "seccomp",
                 vec![
+                    "guard",
                     "pdeathsig",
                     "close_fds",
                     "namespaces",
@@ -655,13 +684,13 @@ mod tests {
         let mut f = fake(None);
         f.parent = 1;
         let end = launch(&mut f, &spec(false));
-        assert_eq!(f.calls, ["pdeathsig"]);
+        assert_eq!(f.calls, ["guard", "pdeathsig"]);
         assert_eq!(end.cause, "mcpsum exited before the server started");
 
         let mut f = fake(None);
         f.env.push(("LEAK".into(), "x".into()));
         let end = launch(&mut f, &spec(false));
-        assert_eq!(f.calls, ["pdeathsig", "close_fds"]);
+        assert_eq!(f.calls, ["guard", "pdeathsig", "close_fds"]);
         assert_eq!(end.layer, "environment");
     }
 }

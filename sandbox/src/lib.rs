@@ -50,10 +50,12 @@
 //!
 //! # Process tree
 //!
-//! The launcher sets `PR_SET_PDEATHSIG(SIGKILL)`: it dies with the *thread* that spawned it, so
-//! spawn from a long-lived thread (a tokio worker or the main thread, not `spawn_blocking`). The
-//! caller puts the launcher in its own process group and kills the group, so grandchildren
-//! (`uv` -> `python`) die with the proxy too. `setsid`/`setpgid` stay allowed.
+//! The launcher first forks a guard that stays outside the sandbox: a child subreaper that ends
+//! the server's whole tree (`setsid` daemons included) when the server exits or when mcpsum dies,
+//! even by `SIGKILL` (`PR_SET_PDEATHSIG` fires on the death of the *thread* that spawned it, so
+//! spawn from a long-lived thread: a tokio worker or the main thread, not `spawn_blocking`). The
+//! guard exits with the server's status. The caller puts the launcher in its own process group
+//! and signals the group for a graceful stop. `setsid`/`setpgid` stay allowed.
 
 #![warn(missing_docs)]
 
@@ -64,6 +66,8 @@ mod plan;
 mod policy;
 mod report_model;
 
+#[cfg(target_os = "linux")]
+mod guard;
 #[cfg(target_os = "linux")]
 mod launcher;
 #[cfg(target_os = "linux")]
@@ -92,6 +96,8 @@ pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxRepo
 pub const EXEC_SUBCOMMAND: &str = "__sandbox-exec";
 /// Name of the hidden subcommand that runs [`probe_main`].
 pub const PROBE_SUBCOMMAND: &str = "__sandbox-probe";
+/// The hidden subcommand that runs a server without a sandbox policy under its guard alone.
+pub const GUARD_SUBCOMMAND: &str = "__guard";
 /// Exit status of the launcher when a layer cannot be applied.
 pub const SETUP_FAILED_EXIT: i32 = 126;
 /// The hint for Ubuntu's user-namespace restriction.
@@ -185,6 +191,40 @@ pub fn probe_main(args: Vec<OsString>) -> ! {
     {
         let _ = args;
         unsupported::fail()
+    }
+}
+
+/// Entry point of `mcpsum __guard ARGS`: forks the guard (see the crate's "Process tree") and
+/// executes the server without any sandbox layer. Never returns.
+pub fn guard_main(args: Vec<OsString>) -> ! {
+    #[cfg(target_os = "linux")]
+    {
+        guard::guard_main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        unsupported::fail()
+    }
+}
+
+/// The command that starts `program` (resolved) with `argv` (`argv[0]` first) under a guard
+/// that ends the server's whole tree with it or with this process, even a `SIGKILL`ed one. Set
+/// its environment, stdio and process group as for the server itself. Elsewhere than Linux, the
+/// program itself.
+pub fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::process::Command {
+    #[cfg(target_os = "linux")]
+    {
+        guard::guarded_command(program, argv)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::unix::process::CommandExt;
+        let mut command = std::process::Command::new(program);
+        if let Some((first, rest)) = argv.split_first() {
+            command.arg0(first).args(rest);
+        }
+        command
     }
 }
 

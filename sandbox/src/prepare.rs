@@ -36,7 +36,7 @@ pub fn open_self_exe() -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn self_exe_path() -> PathBuf {
+pub(crate) fn self_exe_path() -> PathBuf {
     // The child resolves `/proc/self/fd/N` in its own (inherited) descriptor table before
     // `execve` closes the CLOEXEC descriptor.
     SELF_EXE.get().map_or_else(

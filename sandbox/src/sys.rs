@@ -114,3 +114,24 @@ pub(crate) fn scalar_syscall(nr: libc::c_long, a: [libc::c_long; 4]) -> Result<l
         Ok(rc)
     }
 }
+
+/// `fork(2)`: `None` in the child, `Some(child)` in the parent.
+pub(crate) fn fork() -> nix::Result<Option<nix::unistd::Pid>> {
+    // SAFETY: only the launcher calls this, first thing after it starts: a fresh process with
+    // one thread (nothing spawned a thread before `launcher_main`), so no lock can be held by
+    // another thread across the fork and both sides may allocate freely.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Child => Ok(None),
+        nix::unistd::ForkResult::Parent { child } => Ok(Some(child)),
+    }
+}
+
+/// Restores the default action of `sig` (the guard mirroring a server killed by `sig`; the
+/// launcher undoing Rust's ignored `SIGPIPE` before `exec`).
+pub(crate) fn default_signal(sig: nix::sys::signal::Signal) {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
+    let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installing `SIG_DFL` runs no code of ours in signal context, so no handler can
+    // break async-signal-safety or observe inconsistent state.
+    let _ = unsafe { sigaction(sig, &dfl) };
+}

@@ -138,9 +138,7 @@ impl ServerProcess {
                 (prepared.command, Some(prepared.running))
             }
             None => {
-                let mut cmd = std::process::Command::new(&resolved);
-                cmd.arg0(program);
-                cmd.args(&launch.argv[1..]);
+                let mut cmd = mcpsum_sandbox::guarded_command(&resolved, &launch.argv);
                 cmd.env_clear();
                 cmd.envs(env);
                 (cmd, None)

@@ -217,7 +217,7 @@ def spawn(a):
     daemon = int(os.read(rfd, 32).decode())
     os.close(rfd)
     os.waitpid(mid, 0)
-    return {"child": child, "daemon": daemon, "server": os.getpid(), "tmpdir": os.environ["TMPDIR"]}
+    return {"child": child, "daemon": daemon, "server": os.getpid(), "tmpdir": os.environ.get("TMPDIR")}
 
 
 HANDLERS = {"escape": escape, "fetch": fetch, "raw": raw, "spawn": spawn}
