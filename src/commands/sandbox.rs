@@ -10,6 +10,18 @@ use crate::paths;
 /// A host that is never in an allowlist, for the "unlisted is refused" row.
 const UNLISTED: &str = "unlisted.mcpsum.invalid:443";
 
+/// A change to the plan that `sandbox test` checks, set only by test builds (the
+/// `weakened-sandbox` example) to show that a weakened layer fails the report. The `mcpsum`
+/// binary never sets it.
+static WEAKEN: std::sync::OnceLock<fn(&mut mcpsum_sandbox::SandboxPlan)> =
+    std::sync::OnceLock::new();
+
+/// Makes this process's `sandbox test` check a plan weakened by `f`. For test builds only.
+#[doc(hidden)]
+pub fn weaken_for_tests(f: fn(&mut mcpsum_sandbox::SandboxPlan)) {
+    let _ = WEAKEN.set(f);
+}
+
 /// Runs `sandbox test`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
@@ -63,18 +75,23 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
         Some(mcpsum_sandbox::EgressHook { serve, checks })
     };
 
-    let report =
-        tokio::task::spawn_blocking(move || mcpsum_sandbox::sandbox_test(&req, &protected, egress))
-            .await
-            .map_err(|e| Error::new("the sandbox test crashed").cause(e))?
-            .map_err(|e| {
-                Error::new(format!(
-                    "the sandbox of server `{}` cannot be built",
-                    args.name
-                ))
-                .cause(e)
-                .hint("the server would not start either (fail closed); apply the fix named above")
-            })?;
+    let report = tokio::task::spawn_blocking(move || {
+        let mut plan = mcpsum_sandbox::plan(&req)?;
+        if let Some(weaken) = WEAKEN.get() {
+            weaken(&mut plan);
+        }
+        mcpsum_sandbox::sandbox_test_plan(plan, &protected, egress)
+    })
+    .await
+    .map_err(|e| Error::new("the sandbox test crashed").cause(e))?
+    .map_err(|e| {
+        Error::new(format!(
+            "the sandbox of server `{}` cannot be built",
+            args.name
+        ))
+        .cause(e)
+        .hint("the server would not start either (fail closed); apply the fix named above")
+    })?;
 
     if args.json {
         let doc =

@@ -1093,6 +1093,86 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
     }
 }
 
+/// The `weakened-sandbox` example (mcpsum whose `sandbox test` drops the seccomp rules named in
+/// `MCPSUM_TEST_WEAKEN_SECCOMP`), built once, fresh.
+fn weakened_binary() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--example",
+                "weakened-sandbox",
+                "--message-format=json",
+            ])
+            .current_dir(support::repo())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cargo build --example weakened-sandbox failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("the example's executable")
+    })
+    .clone()
+}
+
+#[test]
+fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
+    for uid in users() {
+        let mut w = Sbx::new(uid);
+        let read = vec![helper("").display().to_string(), w.s("data")];
+        let r = w.lock("probe", &policy(&read, &[], &[]), &escape_argv());
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        // The same world, the same lock, the test build: it must see what it dropped.
+        let bin = w.p("bin/mcpsum-weakened");
+        std::fs::copy(weakened_binary(), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.bin = bin;
+        w.extra_env
+            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,mount".into()));
+        let r = w.run(&["sandbox", "test", "--name", "probe", "--json"]);
+        let ctx = format!("uid {uid}: {}", r.stderr);
+        assert_eq!(r.code, 1, "{ctx}: {}", r.stdout);
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(doc["passed"], false, "{ctx}");
+        let failed: Vec<&str> = doc["report"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["pass"] == false)
+            .map(|r| r["check"].as_str().unwrap())
+            .collect();
+        assert!(
+            failed.iter().any(|c| c.starts_with("ptrace")),
+            "{ctx}: {failed:?}"
+        );
+        assert!(
+            failed.iter().any(|c| c.starts_with("mount")),
+            "{ctx}: {failed:?}"
+        );
+        assert_eq!(
+            failed.len(),
+            2,
+            "{ctx}: only the dropped rules fail: {failed:?}"
+        );
+        // Nothing weakened: the test build passes like mcpsum.
+        w.extra_env.clear();
+        assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "probe", "--json"]),
+            &ctx,
+        );
+    }
+}
+
 #[test]
 fn sandbox_test_exits_2_when_the_sandbox_cannot_be_built() {
     for uid in users() {
