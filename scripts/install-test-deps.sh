@@ -14,8 +14,9 @@ MCP_SERVER_TIME=2026.10.19    # dual-era server (locks as 2026-07-28)
 UV=0.13.9
 SERVER_EVERYTHING=2026.8.31   # @modelcontextprotocol/server-everything (legacy)
 SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
+INSPECTOR=2.12.0              # @modelcontextprotocol/inspector: its CLI is a second client
 
-stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM"
+stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
 if [ -f "$stamp" ]; then
   exit 0
 fi
@@ -38,7 +39,8 @@ python3 -m venv "$prefix/venv"
 mkdir -p "$prefix/node"
 (cd "$prefix/node" && npm install --silent --no-audit --no-fund \
   "@modelcontextprotocol/server-everything@$SERVER_EVERYTHING" \
-  "@modelcontextprotocol/server-filesystem@$SERVER_FILESYSTEM" >/dev/null)
+  "@modelcontextprotocol/server-filesystem@$SERVER_FILESYSTEM" \
+  "@modelcontextprotocol/inspector@$INSPECTOR" >/dev/null)
 
 chmod -R a+rX "$prefix"
 touch "$stamp"

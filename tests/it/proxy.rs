@@ -1532,24 +1532,15 @@ fn modern_listen_stream_ids_are_remapped() {
 
 // ----- 8. the MCP Inspector CLI -----
 
-/// `@modelcontextprotocol/inspector`'s launcher, when installed beside the other test deps.
+/// `@modelcontextprotocol/inspector`'s launcher, installed beside the other test deps.
 const INSPECTOR: &str =
     "node/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js";
 
 #[test]
-fn mcp_inspector_cli_if_installed() {
-    let cli = crate::support::repo()
-        .join("target/test-deps")
-        .join(INSPECTOR);
-    if !cli.exists() {
-        // Not a failure even with MCPSUM_REQUIRE_REAL_SERVERS=1: the install script does not
-        // fetch the Inspector (about 110 MB of web UI dependencies).
-        eprintln!(
-            "skipping: the MCP Inspector is not installed (`npm install \
-             @modelcontextprotocol/inspector@2.12.0` in target/test-deps/node enables this test)"
-        );
+fn mcp_inspector_cli() {
+    let Some(cli) = crate::support::test_dep(INSPECTOR) else {
         return;
-    }
+    };
     for server in ERAS {
         let w = World::new();
         let t = w.transcript("ins");
