@@ -122,6 +122,11 @@ fn reap(server: Pid, status: &mut Option<WaitStatus>) {
 fn end_tree() {
     let me = getpid().as_raw();
     for _ in 0..200 {
+        // No child left means no descendant left: every orphan comes back to us.
+        if waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) == Err(nix::errno::Errno::ECHILD)
+        {
+            return;
+        }
         let tree = descendants(me);
         if tree.is_empty() {
             return;
@@ -136,8 +141,34 @@ fn end_tree() {
     }
 }
 
-/// Every live (not zombie) descendant of `root`, from `/proc`.
+/// Every descendant of `root`: from the `children` lists of each thread, or, on a kernel
+/// without them, from a scan of all of `/proc`.
 fn descendants(root: i32) -> Vec<i32> {
+    if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        return descendants_by_scan(root);
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let pid = tree[i];
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for task in tasks.flatten() {
+                let list =
+                    std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+                tree.extend(
+                    list.split_whitespace()
+                        .filter_map(|c| c.parse::<i32>().ok()),
+                );
+            }
+        }
+        i += 1;
+    }
+    tree.remove(0);
+    tree
+}
+
+/// Every live (not zombie) descendant of `root`, from a scan of `/proc`.
+fn descendants_by_scan(root: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
