@@ -62,12 +62,39 @@ pub enum Command {
         after_help = "Example:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
     )]
     SuggestPolicy(SuggestArgs),
+    /// Lock the MCP servers your clients already run and route them through mcpsum.
+    #[command(
+        long_about = "Lock the MCP servers your clients already run and route them through mcpsum.\n\nReads the MCP configs of Claude Desktop, Claude Code, Cursor, VS Code, Codex and Windsurf (in the\ncurrent directory and in your home directory), lists every server, and shows the change that\nwould run each stdio server as `mcpsum proxy --name NAME --lockfile ABS_PATH`. Only the names of\nenvironment variables are read, never their values. Remote (HTTP, SSE) servers are listed and\nleft as they are.\n\nWithout `--write` nothing is started, locked or written. With `--write` each stdio server is\nlocked as `mcpsum lock` would, and each config is rewritten in place: only the `command` and\n`args` values change; a backup is kept beside the file, and `--undo` restores it.",
+        after_help = "Examples:\n  mcpsum import                                  # show what would change\n  mcpsum import --from cursor                    # only Cursor's configs\n  mcpsum import --from ./.vscode/mcp.json        # one file\n  mcpsum import --env PATH --env HOME --write    # npx/uvx servers need PATH and HOME\n  mcpsum import --undo                           # put the files back as they were"
+    )]
+    Import(ImportArgs),
     /// Client sessions and their taint.
     #[command(subcommand)]
     Taint(TaintCommand),
     /// Sandbox tools.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+/// `mcpsum import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Read only this client's configs (claude-desktop, claude-code, cursor, vscode, codex,
+    /// windsurf), or only this file.
+    #[arg(long, value_name = "CLIENT|PATH")]
+    pub from: Option<String>,
+    /// Lock the servers and rewrite the configs (default: only show what would change).
+    #[arg(long)]
+    pub write: bool,
+    /// Restore the files the last `import --write` rewrote, byte for byte.
+    #[arg(long, conflicts_with_all = ["from", "write", "env"])]
+    pub undo: bool,
+    /// Also pass this variable to every imported server (repeatable). Values are never stored.
+    #[arg(long = "env", value_name = "VAR")]
+    pub env: Vec<String>,
+    /// Bound on each request to a server while locking it, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub timeout_secs: u64,
 }
 
 /// `mcpsum suggest-policy`.

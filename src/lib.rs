@@ -26,6 +26,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
         cli::Command::Show(a) => commands::show::run(lockfile, a),
+        cli::Command::Import(a) => commands::import::run(lockfile, a).await,
         cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
         cli::Command::Taint(cli::TaintCommand::List { json }) => commands::taint::list(*json),
         cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {

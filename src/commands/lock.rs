@@ -16,6 +16,14 @@ use crate::paths;
 
 /// Runs `lock`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Result<Exit> {
+    let path = paths::find_lockfile(lockfile_flag)?
+        .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
+    lock_at(&path, args).await
+}
+
+/// Locks one server into the lockfile at `path`: the whole of `lock` once the file is known.
+/// `import` locks each server it finds through here too, so both pin a surface the same way.
+pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
     if !valid_server_name(&args.name) {
         return Err(
             Error::new(format!("`{}` is not a valid server name", args.name))
@@ -30,8 +38,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
         ))
         .hint("pass `--env NAME`; the value is read from mcpsum's environment when the server starts and never stored"));
     }
-    let path = paths::find_lockfile(lockfile_flag)?
-        .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
+    let path = path.to_path_buf();
     let existing_file = lockfile::load_optional(&path)?;
     let previous = existing_file
         .as_ref()

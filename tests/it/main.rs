@@ -16,6 +16,7 @@ mod egress;
 mod era;
 mod golden;
 mod hostile;
+mod import;
 mod lock;
 mod proxy;
 mod real;
