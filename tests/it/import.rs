@@ -219,7 +219,6 @@ fn assert_run_no_secret(r: &Run, what: &str) {
 
 #[test]
 fn each_reader_on_its_fixture() {
-    let s = Setup::new();
     for client in [
         "claude-desktop",
         "claude-code",
@@ -228,6 +227,8 @@ fn each_reader_on_its_fixture() {
         "codex",
         "windsurf",
     ] {
+        // A fresh world each: a dry run locks what it finds.
+        let s = Setup::new();
         let r = s.w.run(&["import", "--from", client]);
         r.code(0);
         assert_run_no_secret(&r, client);
@@ -236,6 +237,7 @@ fn each_reader_on_its_fixture() {
         });
     }
     // What each reader must have understood, line by line.
+    let s = Setup::new();
     let r = s.w.run(&["import"]);
     r.code(0);
     r.stdout_has(&[
@@ -276,14 +278,14 @@ fn each_reader_on_its_fixture() {
 }
 
 #[test]
-fn dry_run_changes_nothing() {
+fn dry_run_locks_and_changes_no_config() {
     let s = Setup::new();
     let r = s.w.run(&["import"]);
     r.code(0);
     assert_run_no_secret(&r, "dry run");
     r.stderr_has(&[
-        "dry run: nothing was started, locked or written",
-        "locks 11 servers into",
+        "locked 11 servers into",
+        "dry run: no client config was changed",
         "rewrites 8 files",
     ]);
     // The diff shows the change, with every other string value masked.
@@ -301,13 +303,27 @@ fn dry_run_changes_nothing() {
         ),
     ]);
     s.assert_files_unchanged("dry run");
-    assert!(!s.w.lockfile().exists(), "the dry run wrote a lockfile");
     assert!(
         !s.w.path().join("state/import-manifest.json").exists(),
         "the dry run wrote a manifest"
     );
     assert_eq!(backups(s.w.path()), Vec::<PathBuf>::new());
-    assert_eq!(starts(&s.transcript), 0, "the dry run started a server");
+    // The servers are locked: what the diff routes to is there, and verifies clean.
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.w.lockfile()).unwrap()).unwrap();
+    assert_eq!(lock["servers"].as_object().unwrap().len(), 11, "{lock:#}");
+    assert_no_secret(&lock.to_string(), "the lockfile");
+    let starts_after_dry_run = starts(&s.transcript);
+    assert!(starts_after_dry_run >= 11, "the dry run locked no server");
+    s.w.run(&["verify"]).code(0);
+    // `--write` then reuses those entries: no server starts again.
+    let before = starts(&s.transcript);
+    s.w.run(&["import", "--write"]).code(0);
+    assert_eq!(
+        starts(&s.transcript),
+        before,
+        "--write re-locked dry-run entries"
+    );
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! ranges of their values; `edit.rs` splices only the `command` and `args` values, so every other
 //! byte of a file stays as it was; `undo.rs` records each rewrite in the state directory.
 //!
-//! Without `--write` nothing is started, locked or written. Environment variable values are never
+//! Without `--write` the servers are locked and the config changes shown, but no client config is
+//! written. Environment variable values are never
 //! read: only names, which become the entry's `envPassthrough`. The client keeps setting the values
 //! for `mcpsum proxy`, which hands exactly those names to the server (I2).
 
@@ -76,15 +77,6 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     let plan = plan(&files, existing.as_ref(), &args.env);
     output::stdout(&listing(&files, &plan));
 
-    if !args.write {
-        let rewrites = rewrites(&files, &plan, &program, &lockfile, |_| true);
-        for r in &rewrites {
-            output::stdout(&r.diff);
-        }
-        dry_run_summary(&plan, &rewrites, &lockfile);
-        return finish(failures);
-    }
-
     // Lock each server once, as `mcpsum lock` does; a failure leaves its entries as they are.
     let mut locked = BTreeSet::new();
     for job in plan.jobs.values() {
@@ -114,6 +106,13 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     }
 
     let rewrites = rewrites(&files, &plan, &program, &lockfile, |n| locked.contains(n));
+    if !args.write {
+        for r in &rewrites {
+            output::stdout(&r.diff);
+        }
+        dry_run_summary(&plan, &locked, &rewrites, &lockfile);
+        return finish(failures);
+    }
     let written = write_all(&rewrites, &lockfile, &mut failures)?;
     for r in &written {
         output::stdout(&r.diff);
@@ -152,21 +151,21 @@ fn finish(failures: Vec<String>) -> Result<Exit> {
     .hint("the other servers and files were handled; fix these and run `mcpsum import` again (routed entries are left alone)"))
 }
 
-fn dry_run_summary(plan: &Plan, rewrites: &[Rewrite], lockfile: &Path) {
-    let to_lock = plan
+fn dry_run_summary(plan: &Plan, locked: &BTreeSet<String>, rewrites: &[Rewrite], lockfile: &Path) {
+    let newly = plan
         .jobs
         .values()
-        .filter(|j| matches!(j.action, Action::Lock))
+        .filter(|j| matches!(j.action, Action::Lock) && locked.contains(&j.name))
         .count();
     if rewrites.is_empty() {
         output::info("nothing to import: no stdio server left to route through mcpsum");
         return;
     }
     output::info(&format!(
-        "{}: nothing was started, locked or written. `mcpsum import --write` locks {to_lock} server{} into `{}` and rewrites {} file{} (keeping a backup beside each)",
-        paint(style::BOLD, "dry run"),
-        plural(to_lock),
+        "locked {newly} server{} into `{}`; {}: no client config was changed. `mcpsum import --write` rewrites {} file{} as shown (keeping a backup beside each)",
+        plural(newly),
         lockfile.display(),
+        paint(style::BOLD, "dry run"),
         rewrites.len(),
         plural(rewrites.len())
     ));
