@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::cli::VerifyArgs;
+use crate::cli::{Format, VerifyArgs};
 use crate::drift::{self, Class, Drift};
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
@@ -11,15 +11,21 @@ use crate::mcp::client;
 use crate::output::{self, paint, style};
 use crate::paths;
 
-enum Outcome {
+/// What verifying one server came to.
+pub enum Outcome {
+    /// The server answered; its drift (possibly none).
     Checked(Drift),
+    /// It could not be verified.
     Failed(Error),
 }
 
 /// Runs `verify`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    // One read: the CI formats point at lines of the very bytes that were verified.
+    let bytes = lockfile::read_bytes(&path)?;
+    let lock = lockfile::load_from_bytes(&path, &bytes)?;
+    let format = if args.json { Format::Json } else { args.format };
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
@@ -83,7 +89,25 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
         exit = exit.max(this);
     }
 
-    if args.json {
+    if matches!(format, Format::Sarif | Format::Github) {
+        let cwd = std::env::current_dir().ok();
+        let report = super::ci::Report {
+            lockfile: &path,
+            lock_text: std::str::from_utf8(&bytes).unwrap_or_default(),
+            cwd: cwd.as_deref(),
+            strict: args.strict,
+            exit,
+            results: &results,
+        };
+        output::stdout(&if format == Format::Sarif {
+            super::ci::sarif(&report)
+        } else {
+            super::ci::github(&report)
+        });
+        return Ok(exit);
+    }
+
+    if format == Format::Json {
         let servers: Vec<Value> = results
             .iter()
             .map(|(name, o)| match o {
