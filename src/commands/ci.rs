@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::verify::Outcome;
 use crate::drift::{self, Class, Drift, FieldChange, ItemChange};
 use crate::error::Exit;
-use crate::lockfile::{Kind, Locator, Sha256Digest, Span};
+use crate::lockfile::{Kind, Locator, Position, Sha256Digest, Span};
 use crate::output::{sanitize, sanitize_line};
 
 /// The schema a SARIF log names: the OASIS 2.1.0 schema with errata 01.
@@ -40,33 +40,86 @@ pub struct Report<'a> {
 /// The report as a SARIF 2.1.0 log (pretty JSON and a newline).
 pub fn sarif(report: &Report<'_>) -> String {
     let target = Target::of(report.lockfile, report.cwd);
+    sarif_log(findings(report), Some(&target), report.exit, report.strict)
+}
+
+/// The report of a run that verified nothing because the lockfile could not be found, read or
+/// validated, or a `--name` is not in it: one `lockfile-not-used` result, as SARIF (`sarif`)
+/// or as a workflow command.
+pub fn not_run(
+    sarif: bool,
+    lockfile: Option<&Path>,
+    cwd: Option<&Path>,
+    err: &crate::Error,
+) -> String {
+    let target = lockfile.map(|l| Target::of(l, cwd));
+    let span = lockfile.and_then(|l| error_position(&err.to_string(), l));
+    let finding = Finding {
+        rule: "lockfile-not-used".into(),
+        level: Level::Error,
+        title: "the lockfile could not be used".into(),
+        summary: sanitize_line(&err.one_line()),
+        detail: details_of(&err.to_string()),
+        detail_name: "details",
+        hint: err.hint_text().map_or_else(
+            || "run `mcpsum verify` to see why".to_owned(),
+            sanitize_line,
+        ),
+        span: span.map(|p| (Span { start: p, end: p }, false)),
+        identity: "lockfile-not-used".into(),
+        properties: Map::new(),
+    };
+    if sarif {
+        sarif_log(vec![finding], target.as_ref(), Exit::CannotRun, false)
+    } else {
+        github_lines(vec![finding], target.as_ref())
+    }
+}
+
+/// The first `PATH:LINE:COLUMN` naming `lockfile` in an error's text (validation problems
+/// carry one).
+fn error_position(text: &str, lockfile: &Path) -> Option<Position> {
+    let prefix = format!("{}:", lockfile.display());
+    text.match_indices(&prefix).find_map(|(i, _)| {
+        let mut parts = text[i + prefix.len()..].splitn(3, ':');
+        let line = parts.next()?.parse().ok()?;
+        let column = parts.next()?.parse().ok()?;
+        Some(Position { line, column })
+    })
+}
+
+fn sarif_log(findings: Vec<Finding>, target: Option<&Target>, exit: Exit, strict: bool) -> String {
     let rules = rules();
-    let results: Vec<Value> = findings(report)
+    let results: Vec<Value> = findings
         .into_iter()
         .map(|f| {
             let rule_index = rules.iter().position(|r| r.id == f.rule).unwrap_or(0);
-            let mut location = json!({"artifactLocation": {"uri": target.uri}});
-            if let Some((span, whole)) = f.span {
-                let mut region = json!({
-                    "startLine": span.start.line,
-                    "startColumn": span.start.column,
-                });
-                if whole {
-                    region["endLine"] = json!(span.end.line);
-                    region["endColumn"] = json!(span.end.column);
+            let mut locations = Vec::new();
+            if let Some(t) = target {
+                let mut location = json!({"artifactLocation": {"uri": t.uri}});
+                if let Some((span, whole)) = f.span {
+                    let mut region = json!({
+                        "startLine": span.start.line,
+                        "startColumn": span.start.column,
+                    });
+                    if whole {
+                        region["endLine"] = json!(span.end.line);
+                        region["endColumn"] = json!(span.end.column);
+                    }
+                    location["region"] = region;
                 }
-                location["region"] = region;
+                locations.push(json!({"physicalLocation": location}));
             }
             let mut properties = f.properties;
             if !f.detail.is_empty() {
-                properties.insert("diff".into(), Value::String(f.detail));
+                properties.insert(f.detail_name.into(), Value::String(f.detail));
             }
             json!({
                 "ruleId": f.rule,
                 "ruleIndex": rule_index,
                 "level": f.level.sarif(),
                 "message": {"text": sarif_text(&format!("{}\n\nhint: {}", f.summary, f.hint))},
-                "locations": [{"physicalLocation": location}],
+                "locations": locations,
                 "partialFingerprints": {
                     "mcpsumResult/v1": Sha256Digest::of_bytes(f.identity.as_bytes()).to_string(),
                 },
@@ -86,12 +139,12 @@ pub fn sarif(report: &Report<'_>) -> String {
                 "rules": rules.iter().map(Rule::to_sarif).collect::<Vec<_>>(),
             }},
             "invocations": [{
-                "executionSuccessful": report.exit != Exit::CannotRun,
-                "exitCode": report.exit as i32,
+                "executionSuccessful": exit != Exit::CannotRun,
+                "exitCode": exit as i32,
             }],
             "columnKind": "utf16CodeUnits",
             "results": results,
-            "properties": {"strict": report.strict},
+            "properties": {"strict": strict},
         }],
     });
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -103,9 +156,38 @@ pub fn sarif(report: &Report<'_>) -> String {
 /// line per result, then one plain status line per server for the job log.
 pub fn github(report: &Report<'_>) -> String {
     let target = Target::of(report.lockfile, report.cwd);
+    let mut out = github_lines(findings(report), Some(&target));
+    // Status lines are mcpsum's own words around validated server names (ASCII letters, digits,
+    // `.`, `_`, `-`), so none can start a workflow command.
+    for (name, outcome) in report.results {
+        let line = match outcome {
+            Outcome::Failed(_) => format!("error {name}: could not verify"),
+            Outcome::Checked(d) => match d.class() {
+                Class::Clean => format!("ok {name}: clean"),
+                Class::Informational => format!(
+                    "{} {name}: informational drift",
+                    if report.strict { "drift" } else { "info" }
+                ),
+                Class::Definitional => format!("drift {name}: definitional drift"),
+            },
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if report.results.is_empty() {
+        out.push_str("no servers locked\n");
+    }
+    out
+}
+
+/// One workflow command per finding.
+fn github_lines(findings: Vec<Finding>, target: Option<&Target>) -> String {
     let mut out = String::new();
-    for f in findings(report) {
-        let mut props = vec![format!("file={}", gh_property(&target.display))];
+    for f in findings {
+        let mut props = Vec::new();
+        if let Some(t) = target {
+            props.push(format!("file={}", gh_property(&t.display)));
+        }
         if let Some((span, whole)) = f.span {
             props.push(format!("line={}", span.start.line));
             if whole && span.end.line > span.start.line {
@@ -131,26 +213,6 @@ pub fn github(report: &Report<'_>) -> String {
             props.join(","),
             gh_data(&message)
         ));
-    }
-    // Status lines are mcpsum's own words around validated server names (ASCII letters, digits,
-    // `.`, `_`, `-`), so none can start a workflow command.
-    for (name, outcome) in report.results {
-        let line = match outcome {
-            Outcome::Failed(_) => format!("error {name}: could not verify"),
-            Outcome::Checked(d) => match d.class() {
-                Class::Clean => format!("ok {name}: clean"),
-                Class::Informational => format!(
-                    "{} {name}: informational drift",
-                    if report.strict { "drift" } else { "info" }
-                ),
-                Class::Definitional => format!("drift {name}: definitional drift"),
-            },
-        };
-        out.push_str(&line);
-        out.push('\n');
-    }
-    if report.results.is_empty() {
-        out.push_str("no servers locked\n");
     }
     out
 }
@@ -190,8 +252,10 @@ struct Finding {
     title: String,
     /// One line: what changed, where. Server text in it is sanitized, not yet escaped.
     summary: String,
-    /// The reviewer's diff (sanitized, uncoloured), possibly empty.
+    /// The reviewer's diff or the error's detail lines (sanitized, uncoloured), possibly empty.
     detail: String,
+    /// What `detail` is, as a SARIF property name: `diff` or `details`.
+    detail_name: &'static str,
     /// The next step.
     hint: String,
     /// Where in the lockfile, and whether the span is the whole value (else only its start).
@@ -224,6 +288,7 @@ fn findings(report: &Report<'_>) -> Vec<Finding> {
                     title: format!("server `{server}` could not be verified"),
                     summary: sanitize_line(&e.one_line()),
                     detail: details_of(&e.to_string()),
+                    detail_name: "details",
                     hint: e.hint_text().map_or_else(
                         || format!("run `mcpsum verify --name {server}` to see why"),
                         sanitize_line,
@@ -274,6 +339,7 @@ fn item_finding(locator: &Locator<'_>, server: &str, c: &ItemChange) -> Finding 
         title: format!("{noun} {} (server `{server}`)", c.change),
         summary,
         detail: plain(&drift::render(&one, "")),
+        detail_name: "diff",
         hint: definitional_hint(server),
         span,
         identity: format!("{server}\0{}\0{}\0{}", c.kind.field(), c.key, c.change),
@@ -329,6 +395,7 @@ fn field_finding(locator: &Locator<'_>, server: &str, f: &FieldChange, strict: b
         level,
         summary,
         detail: plain(&drift::render(&one, "")),
+        detail_name: "diff",
         hint,
         span: locator
             .field(server, rule.field)
@@ -485,6 +552,7 @@ struct Rule {
     name: String,
     short: String,
     full: String,
+    help: String,
     level: Level,
     class: &'static str,
 }
@@ -496,13 +564,14 @@ impl Rule {
             "name": self.name,
             "shortDescription": {"text": self.short},
             "fullDescription": {"text": self.full},
-            "help": {"text": format!("{} Review it with `mcpsum verify --name SERVER`. If it is expected, run `mcpsum lock --name SERVER` and commit the lockfile.", self.full)},
+            "help": {"text": self.help},
             "defaultConfiguration": {"level": self.level.sarif()},
             "properties": {"tags": ["mcp", "supply-chain", self.class]},
         })
     }
 }
 
+const REVIEW: &str = "Review the change with `mcpsum verify --name SERVER`. If it is expected, run `mcpsum lock --name SERVER` and commit the lockfile; if not, do not use the server.";
 const DEFINITIONAL: &str = "Definitional drift: what the model sees is no longer what was reviewed, so `mcpsum verify` exits 1 and `mcpsum proxy` quarantines the server until the change is locked.";
 const INFORMATIONAL: &str = "Informational drift: reported and allowed (`mcpsum verify --strict` exits 1 on it); clients still see the locked value.";
 
@@ -548,25 +617,24 @@ fn rules() -> Vec<Rule> {
                 name: format!("{name}{verb}"),
                 short: format!("{noun} {change}"),
                 full: format!("{full} {DEFINITIONAL}"),
+                help: format!("{full} {DEFINITIONAL} {REVIEW}"),
                 level: Level::Error,
                 class: "definitional",
             });
         }
     }
     for r in &FIELD_RULES {
+        let class = if r.definitional {
+            DEFINITIONAL
+        } else {
+            INFORMATIONAL
+        };
         rules.push(Rule {
             id: r.id.into(),
             name: r.name.into(),
             short: r.short.into(),
-            full: format!(
-                "{} {}",
-                r.full,
-                if r.definitional {
-                    DEFINITIONAL
-                } else {
-                    INFORMATIONAL
-                }
-            ),
+            full: format!("{} {class}", r.full),
+            help: format!("{} {class} {REVIEW}", r.full),
             level: if r.definitional {
                 Level::Error
             } else {
@@ -580,10 +648,20 @@ fn rules() -> Vec<Rule> {
         });
     }
     rules.push(Rule {
+        id: "lockfile-not-used".into(),
+        name: "LockfileNotUsed".into(),
+        short: "lockfile could not be used".into(),
+        full: "mcpsum could not find, read or validate the lockfile (a digest that does not match its item means the file was edited outside `mcpsum lock`), or a `--name` is not in it, so no server was verified and `mcpsum verify` exits 2.".into(),
+        help: "Run `mcpsum verify` to see every problem with its line. Inspect a digest mismatch with `git diff mcp.lock` and restore the file with `git checkout -- mcp.lock` unless the edit is yours and reviewed.".into(),
+        level: Level::Error,
+        class: "error",
+    });
+    rules.push(Rule {
         id: "server-not-verified".into(),
         name: "ServerNotVerified".into(),
         short: "server could not be verified".into(),
         full: "mcpsum could not start the server or read its surface (it exited, timed out, spoke no MCP, or its sandbox could not be built), so nothing about it was verified and `mcpsum verify` exits 2.".into(),
+        help: "Run `mcpsum verify --name SERVER` to see the error and the server's last stderr lines; its hint says what to change (the command, `--env`, `--timeout-secs` or `policy.sandbox`).".into(),
         level: Level::Error,
         class: "error",
     });

@@ -19,18 +19,37 @@ pub enum Outcome {
     Failed(Error),
 }
 
+/// For the CI formats, a report of a run that verified nothing (their consumers expect a
+/// document and a result to show), printed before the error goes to stderr as usual.
+fn not_run(format: Format, lockfile: Option<&std::path::Path>, err: Error) -> Error {
+    if matches!(format, Format::Sarif | Format::Github) {
+        let cwd = std::env::current_dir().ok();
+        output::stdout(&super::ci::not_run(
+            format == Format::Sarif,
+            lockfile,
+            cwd.as_deref(),
+            &err,
+        ));
+    }
+    err
+}
+
 /// Runs `verify`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
-    let path = paths::require_lockfile(lockfile_flag)?;
-    // One read: the CI formats point at lines of the very bytes that were verified.
-    let bytes = lockfile::read_bytes(&path)?;
-    let lock = lockfile::load_from_bytes(&path, &bytes)?;
     let format = if args.json { Format::Json } else { args.format };
+    let path = paths::require_lockfile(lockfile_flag).map_err(|e| not_run(format, None, e))?;
+    // One read: the CI formats point at lines of the very bytes that were verified.
+    let (bytes, lock) = lockfile::read_bytes(&path)
+        .and_then(|bytes| {
+            let lock = lockfile::load_from_bytes(&path, &bytes)?;
+            Ok((bytes, lock))
+        })
+        .map_err(|e| not_run(format, Some(&path), e))?;
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
         for n in &args.name {
-            super::entry(&lock, &path, n)?;
+            super::entry(&lock, &path, n).map_err(|e| not_run(format, Some(&path), e))?;
         }
         let mut n = args.name.clone();
         n.sort();

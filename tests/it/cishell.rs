@@ -413,6 +413,83 @@ fn era_and_protocol_version_rules() {
     assert_eq!(result(&sarif, "era-changed")["level"], "error");
 }
 
+#[test]
+fn a_lockfile_that_cannot_be_used_is_still_a_report() {
+    // CI uploads whatever `verify` printed: a tampered lockfile must give a SARIF log and an
+    // annotation on the offending line, not an empty file.
+    let w = locked();
+    let text = String::from_utf8(w.lock_bytes()).unwrap();
+    w.write_lock(text.replace("Answers pong.", "Answers pong!"));
+    let sarif = w.run(&["verify", "--format", "sarif"]);
+    sarif
+        .code(2)
+        .stderr_has(&["failed validation", "digest mismatch"]);
+    let sarif = sarif.json();
+    assert_valid_sarif(&sarif);
+    assert_eq!(
+        sarif["runs"][0]["invocations"][0]["executionSuccessful"],
+        false
+    );
+    assert_eq!(results(&sarif).len(), 1);
+    let r = result(&sarif, "lockfile-not-used");
+    assert_eq!(r["level"], "error");
+    let line = r["locations"][0]["physicalLocation"]["region"]["startLine"]
+        .as_u64()
+        .unwrap() as usize;
+    // The first problem's line: the digest recorded for `ping`.
+    assert!(
+        text.split('\n')
+            .nth(line - 1)
+            .unwrap()
+            .contains("\"ping\": \"sha256:"),
+        "line {line}"
+    );
+    assert!(
+        r["properties"]["details"]
+            .as_str()
+            .unwrap()
+            .contains("digest mismatch"),
+        "{r:#}"
+    );
+    let gh = w.run(&["verify", "--format", "github"]);
+    gh.code(2);
+    assert!(
+        gh.stdout
+            .starts_with(&format!("::error file=mcp.lock,line={line},")),
+        "{}",
+        gh.stdout
+    );
+    assert_eq!(gh.stdout.lines().count(), 1);
+
+    // No lockfile at all: a result without a location.
+    let empty = World::new();
+    let r = empty
+        .bare_cmd()
+        .args(["verify", "--format", "sarif"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let sarif: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_valid_sarif(&sarif);
+    assert_eq!(result(&sarif, "lockfile-not-used")["locations"], json!([]));
+    let r = empty
+        .bare_cmd()
+        .args(["verify", "--format", "github"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&r.stdout)
+            .starts_with("::error title=mcpsum%3A the lockfile could not be used::no `mcp.lock`"),
+        "{r:?}"
+    );
+
+    // An unknown `--name` is reported the same way.
+    let w = locked();
+    let r = w.run(&["verify", "--name", "nope", "--format", "sarif"]);
+    r.code(2).stderr_has(&["no server named `nope`"]);
+    assert_eq!(results(&r.json())[0]["ruleId"], "lockfile-not-used");
+}
+
 /// A tool name and description written to break out of each format.
 const HOSTILE_NAME: &str = "x,y:z%0A [docs](https://evil.example/{0}) \\";
 const HOSTILE_DESCRIPTION: &str = "Fetches.\r\n::warning file=mcp.lock::forged\n%0A\u{202e}txt.exe";
