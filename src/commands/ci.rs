@@ -303,7 +303,7 @@ fn findings(report: &Report<'_>) -> Vec<Finding> {
     out
 }
 
-fn item_finding(locator: &Locator<'_>, server: &str, c: &ItemChange) -> Finding {
+fn item_finding(locator: &Locator, server: &str, c: &ItemChange) -> Finding {
     let noun = c.kind.noun();
     let key = sanitize_line(&c.key);
     let summary = match c.change {
@@ -347,7 +347,7 @@ fn item_finding(locator: &Locator<'_>, server: &str, c: &ItemChange) -> Finding 
     }
 }
 
-fn field_finding(locator: &Locator<'_>, server: &str, f: &FieldChange, strict: bool) -> Finding {
+fn field_finding(locator: &Locator, server: &str, f: &FieldChange, strict: bool) -> Finding {
     let rule = field_rule(f);
     let (level, hint) = match f.class {
         Class::Definitional => (Level::Error, definitional_hint(server)),

@@ -33,57 +33,100 @@ pub struct Span {
     pub end: Position,
 }
 
-/// Finds server entries, fields and items in one lockfile's text.
-pub struct Locator<'a> {
-    text: &'a str,
-    line_starts: Vec<usize>,
-    servers: BTreeMap<String, &'a RawValue>,
+/// Finds server entries, fields and items in one lockfile's text. The text is indexed once, so
+/// asking for every item of a large lockfile costs one pass over it.
+pub struct Locator {
+    servers: BTreeMap<String, EntrySpans>,
 }
 
-impl<'a> Locator<'a> {
+/// Where one entry, its fields and its items are.
+struct EntrySpans {
+    entry: Span,
+    fields: BTreeMap<String, Span>,
+    /// By kind field (`tools`, ...) and item key.
+    items: BTreeMap<(String, String), Span>,
+}
+
+impl Locator {
     /// Indexes `text` (the bytes `lockfile::load_from_bytes` accepted).
-    pub fn new(text: &'a str) -> Self {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        let servers = object(text)
+    pub fn new(text: &str) -> Self {
+        let lines = Lines::new(text);
+        let raw_servers = object(text)
             .and_then(|top| top.get("servers").copied())
             .and_then(|s| object(s.get()))
             .unwrap_or_default();
-        Self {
-            text,
-            line_starts,
-            servers,
+        let mut servers = BTreeMap::new();
+        for (name, raw) in raw_servers {
+            let Some(entry) = lines.span(raw.get()) else {
+                continue;
+            };
+            let members = object(raw.get()).unwrap_or_default();
+            let mut fields = BTreeMap::new();
+            let mut items = BTreeMap::new();
+            for (field, value) in &members {
+                if let Some(span) = lines.span(value.get()) {
+                    fields.insert(field.clone(), span);
+                }
+                let Some(kind) = Kind::ALL.into_iter().find(|k| k.field() == field) else {
+                    continue;
+                };
+                let list: Vec<&RawValue> = serde_json::from_str(value.get()).unwrap_or_default();
+                for item in list {
+                    let key = object(item.get())
+                        .and_then(|f| f.get(kind.key_field()).copied())
+                        .and_then(|k| serde_json::from_str::<String>(k.get()).ok());
+                    if let (Some(key), Some(span)) = (key, lines.span(item.get())) {
+                        items.entry((field.clone(), key)).or_insert(span);
+                    }
+                }
+            }
+            servers.insert(
+                name,
+                EntrySpans {
+                    entry,
+                    fields,
+                    items,
+                },
+            );
         }
+        Self { servers }
     }
 
     /// The entry `servers.<name>`.
     pub fn server(&self, name: &str) -> Option<Span> {
-        self.servers.get(name).and_then(|raw| self.span(raw.get()))
+        self.servers.get(name).map(|e| e.entry)
     }
 
     /// The value of `servers.<name>.<field>`.
     pub fn field(&self, name: &str, field: &str) -> Option<Span> {
-        let entry = object(self.servers.get(name)?.get())?;
-        self.span(entry.get(field)?.get())
+        self.servers.get(name)?.fields.get(field).copied()
     }
 
     /// The item of `kind` whose key is `key`, in `servers.<name>.<kind field>`.
     pub fn item(&self, name: &str, kind: Kind, key: &str) -> Option<Span> {
-        let entry = object(self.servers.get(name)?.get())?;
-        let items: Vec<&RawValue> = serde_json::from_str(entry.get(kind.field())?.get()).ok()?;
-        items.into_iter().find_map(|item| {
-            let fields = object(item.get())?;
-            let k: String = serde_json::from_str(fields.get(kind.key_field())?.get()).ok()?;
-            if k == key {
-                self.span(item.get())
-            } else {
-                None
-            }
-        })
+        self.servers
+            .get(name)?
+            .items
+            .get(&(kind.field().to_owned(), key.to_owned()))
+            .copied()
+    }
+}
+
+/// Line starts of a text, to turn byte offsets into positions.
+struct Lines<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, starts }
     }
 
-    /// The span of `slice`, which must be a sub-slice of the indexed text.
+    /// The span of `slice`, which must be a sub-slice of the text.
     fn span(&self, slice: &str) -> Option<Span> {
         let start = (slice.as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
         let end = start + slice.len();
@@ -97,8 +140,8 @@ impl<'a> Locator<'a> {
     }
 
     fn position(&self, offset: usize) -> Option<Position> {
-        let line = self.line_starts.partition_point(|&s| s <= offset);
-        let line_start = *self.line_starts.get(line.checked_sub(1)?)?;
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let line_start = *self.starts.get(line.checked_sub(1)?)?;
         let before = self.text.get(line_start..offset)?;
         Some(Position {
             line,
