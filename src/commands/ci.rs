@@ -479,7 +479,12 @@ impl Target {
             Some(c) if lockfile.is_relative() => normalize(&c.join(lockfile)),
             _ => normalize(lockfile),
         };
-        let relative = cwd.and_then(|c| absolute.strip_prefix(normalize(c)).ok());
+        let relative = if absolute.is_relative() {
+            // No current directory to resolve against: keep the path as given.
+            Some(absolute.as_path())
+        } else {
+            cwd.and_then(|c| absolute.strip_prefix(normalize(c)).ok())
+        };
         match relative {
             Some(rel) if !rel.as_os_str().is_empty() => {
                 let parts: Vec<String> = rel
@@ -805,6 +810,11 @@ mod tests {
         );
         let t = Target::of(Path::new("/x/mcp.lock"), None);
         assert_eq!(t.uri, "file:///x/mcp.lock");
+        let t = Target::of(Path::new("./a b/mcp.lock"), None);
+        assert_eq!(
+            (t.display.as_str(), t.uri.as_str()),
+            ("a b/mcp.lock", "a%20b/mcp.lock")
+        );
     }
 
     #[test]
