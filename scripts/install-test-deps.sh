@@ -15,15 +15,18 @@ UV=0.13.9
 SERVER_EVERYTHING=2026.8.31   # @modelcontextprotocol/server-everything (legacy)
 SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
 INSPECTOR=2.12.0              # @modelcontextprotocol/inspector: its CLI is a second client
+PRE_COMMIT=4.7.0              # runs the hook in `.pre-commit-hooks.yaml` (tests/it/cishell.rs)
 
 stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
-if [ -f "$stamp" ]; then
+extras_stamp="$prefix/.installed-extras-$PRE_COMMIT"
+if [ -f "$stamp" ] && [ -f "$extras_stamp" ]; then
   exit 0
 fi
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
-  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl; do
+  # zsh and fish: the completion scripts are syntax-checked and run by the shells they are for.
+  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl zsh:zsh fish:fish groff:groff; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -32,15 +35,22 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 
-python3 -m venv "$prefix/venv"
-"$prefix/venv/bin/pip" install -q --disable-pip-version-check \
-  "mcp==$MCP_SDK" "mcp-server-time==$MCP_SERVER_TIME" "uv==$UV"
+if [ ! -f "$stamp" ]; then
+  python3 -m venv "$prefix/venv"
+  "$prefix/venv/bin/pip" install -q --disable-pip-version-check \
+    "mcp==$MCP_SDK" "mcp-server-time==$MCP_SERVER_TIME" "uv==$UV"
 
-mkdir -p "$prefix/node"
-(cd "$prefix/node" && npm install --silent --no-audit --no-fund \
-  "@modelcontextprotocol/server-everything@$SERVER_EVERYTHING" \
-  "@modelcontextprotocol/server-filesystem@$SERVER_FILESYSTEM" \
-  "@modelcontextprotocol/inspector@$INSPECTOR" >/dev/null)
+  mkdir -p "$prefix/node"
+  (cd "$prefix/node" && npm install --silent --no-audit --no-fund \
+    "@modelcontextprotocol/server-everything@$SERVER_EVERYTHING" \
+    "@modelcontextprotocol/server-filesystem@$SERVER_FILESYSTEM" \
+    "@modelcontextprotocol/inspector@$INSPECTOR" >/dev/null)
 
+  touch "$stamp"
+fi
+
+# `python3 -m pip` installs into the venv at `$prefix` even when its scripts were copied from
+# another checkout.
+"$prefix/venv/bin/python3" -m pip install -q --disable-pip-version-check "pre-commit==$PRE_COMMIT"
 chmod -R a+rX "$prefix"
-touch "$stamp"
+touch "$extras_stamp"

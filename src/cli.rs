@@ -6,7 +6,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Pin, verify, proxy and sandbox MCP servers.
 #[derive(Debug, Parser)]
-#[command(name = "mcpsum", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "mcpsum",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
+)]
 pub struct Cli {
     /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).
     #[arg(long, global = true, value_name = "PATH")]
@@ -41,12 +48,12 @@ pub enum Color {
 pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
-        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                  # re-lock with the recorded command"
+        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
     /// Compare each server's live surface with the lockfile.
     #[command(
-        after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json"
+        after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify; the same in every --format.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json\n  mcpsum verify --format github                 # annotations in a GitHub Actions job\n  mcpsum verify --format sarif > mcpsum.sarif   # for code scanning"
     )]
     Verify(VerifyArgs),
     /// Show what the lockfile pins.
@@ -54,12 +61,12 @@ pub enum Command {
     Show(ShowArgs),
     /// Run a locked server behind mcpsum: put this in the client's config instead of the server.
     #[command(
-        after_help = "Client config example:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
+        after_help = "Examples:\n  mcpsum proxy --name time --lockfile /abs/path/mcp.lock\n\nClient config:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
     Proxy(ProxyArgs),
     /// Print taint labels for a server from its locked annotations, for review.
     #[command(
-        after_help = "Example:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
+        after_help = "Examples:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
     )]
     SuggestPolicy(SuggestArgs),
     /// Lock the MCP servers your clients already run and route them through mcpsum.
@@ -69,11 +76,44 @@ pub enum Command {
     )]
     Import(ImportArgs),
     /// Client sessions and their taint.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  mcpsum taint list\n  mcpsum taint reset --all"
+    )]
     Taint(TaintCommand),
     /// Sandbox tools.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  mcpsum sandbox test --name time"
+    )]
     Sandbox(SandboxCommand),
+    /// Print a shell completion script on stdout.
+    #[command(
+        after_help = "Examples:\n  mcpsum completions bash > ~/.local/share/bash-completion/completions/mcpsum\n  mcpsum completions zsh > ~/.zfunc/_mcpsum     # with `fpath+=~/.zfunc` before `compinit`\n  mcpsum completions fish > ~/.config/fish/completions/mcpsum.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page, or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  mcpsum man | man -l -\n  mcpsum man --out /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
+}
+
+/// `mcpsum completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `mcpsum man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `mcpsum.1` and one page per command (`mcpsum-verify.1`, ...) into this directory
+    /// instead of printing `mcpsum.1`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `mcpsum import`.
@@ -109,6 +149,7 @@ pub struct SuggestArgs {
 #[derive(Debug, Subcommand)]
 pub enum TaintCommand {
     /// Show each client session: client, servers, taint and approvals.
+    #[command(after_help = "Examples:\n  mcpsum taint list\n  mcpsum taint list --json")]
     List {
         /// Print one JSON document on stdout.
         #[arg(long)]
@@ -132,7 +173,7 @@ pub enum TaintCommand {
 pub enum SandboxCommand {
     /// Build a server's sandbox as the proxy would, run a probe in it and show each promise.
     #[command(
-        after_help = "Exit status: 0 every expectation holds, 1 one does not, 2 the sandbox cannot be built.\n\nExample:\n  mcpsum sandbox test --name time"
+        after_help = "Exit status: 0 every expectation holds, 1 one does not, 2 the sandbox cannot be built.\n\nExamples:\n  mcpsum sandbox test --name time\n  mcpsum sandbox test --name time --json"
     )]
     Test(SandboxTestArgs),
 }
@@ -191,12 +232,28 @@ pub struct VerifyArgs {
     /// Fail (exit 1) on informational drift too.
     #[arg(long)]
     pub strict: bool,
-    /// Print one JSON document on stdout.
-    #[arg(long)]
+    /// How to report on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT")]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Bound on each request to a server, in seconds.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
+}
+
+/// `mcpsum verify --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A readable report with diffs.
+    Text,
+    /// One JSON document.
+    Json,
+    /// SARIF 2.1.0, for code scanning (one result per drifted item or failed server).
+    Sarif,
+    /// GitHub Actions workflow commands: one annotation on `mcp.lock` per result.
+    Github,
 }
 
 /// `mcpsum show`.
@@ -208,4 +265,75 @@ pub struct ShowArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    /// `mcpsum ...` example lines: the words before a `#` comment, a `>` or a `|`.
+    fn example_args(line: &str) -> Option<Vec<String>> {
+        let line = line.trim_start();
+        if !line.starts_with("mcpsum ") {
+            return None;
+        }
+        let end = [" #", " >", " |"]
+            .iter()
+            .filter_map(|m| line.find(m))
+            .min()
+            .unwrap_or(line.len());
+        Some(line[..end].split_whitespace().map(str::to_owned).collect())
+    }
+
+    fn all_after_help(cmd: &clap::Command, out: &mut Vec<String>) {
+        if let Some(h) = cmd.get_after_help() {
+            out.push(h.to_string());
+        }
+        for sub in cmd.get_subcommands() {
+            all_after_help(sub, out);
+        }
+    }
+
+    #[test]
+    fn every_example_parses() {
+        let mut texts = Vec::new();
+        all_after_help(&Cli::command(), &mut texts);
+        // The README and the CI guide show commands too; they must agree with the parser.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for doc in ["README.md", "docs/github-actions.md"] {
+            // Only what is inside fenced code blocks.
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            let mut fenced = false;
+            let mut code = String::new();
+            for line in text.lines() {
+                if line.trim_start().starts_with("```") {
+                    fenced = !fenced;
+                } else if fenced {
+                    code.push_str(line);
+                    code.push('\n');
+                }
+            }
+            texts.push(code);
+        }
+        let mut n = 0;
+        for text in &texts {
+            for line in text.lines() {
+                let line = line.trim_start().trim_start_matches("run: ");
+                if let Some(args) = example_args(line) {
+                    n += 1;
+                    if let Err(e) = Cli::try_parse_from(&args) {
+                        panic!("`{line}` does not parse:\n{e}");
+                    }
+                }
+            }
+        }
+        assert!(n > 30, "only {n} examples found");
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

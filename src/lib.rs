@@ -35,6 +35,8 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
             commands::sandbox::run(lockfile, a).await
         }
+        cli::Command::Completions(a) => commands::shell::completions(a.shell),
+        cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
         cli::Command::Proxy(a) => {
             let opts = proxy::ProxyOptions {
                 name: a.name.clone(),

@@ -1,8 +1,10 @@
 //! One module per subcommand. Each returns the exit status or a user-facing error.
 
+pub mod ci;
 pub mod import;
 pub mod lock;
 pub mod sandbox;
+pub mod shell;
 pub mod show;
 pub mod taint;
 pub mod verify;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::cli::VerifyArgs;
+use crate::cli::{Format, VerifyArgs};
 use crate::drift::{self, Class, Drift};
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
@@ -11,20 +11,45 @@ use crate::mcp::client;
 use crate::output::{self, paint, style};
 use crate::paths;
 
-enum Outcome {
+/// What verifying one server came to.
+pub enum Outcome {
+    /// The server answered; its drift (possibly none).
     Checked(Drift),
+    /// It could not be verified.
     Failed(Error),
+}
+
+/// For the CI formats, a report of a run that verified nothing (their consumers expect a
+/// document and a result to show), printed before the error goes to stderr as usual.
+fn not_run(format: Format, lockfile: Option<&std::path::Path>, err: Error) -> Error {
+    if matches!(format, Format::Sarif | Format::Github) {
+        let cwd = std::env::current_dir().ok();
+        output::stdout(&super::ci::not_run(
+            format == Format::Sarif,
+            lockfile,
+            cwd.as_deref(),
+            &err,
+        ));
+    }
+    err
 }
 
 /// Runs `verify`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
-    let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    let format = if args.json { Format::Json } else { args.format };
+    let path = paths::require_lockfile(lockfile_flag).map_err(|e| not_run(format, None, e))?;
+    // One read: the CI formats point at lines of the very bytes that were verified.
+    let (bytes, lock) = lockfile::read_bytes(&path)
+        .and_then(|bytes| {
+            let lock = lockfile::load_from_bytes(&path, &bytes)?;
+            Ok((bytes, lock))
+        })
+        .map_err(|e| not_run(format, Some(&path), e))?;
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
         for n in &args.name {
-            super::entry(&lock, &path, n)?;
+            super::entry(&lock, &path, n).map_err(|e| not_run(format, Some(&path), e))?;
         }
         let mut n = args.name.clone();
         n.sort();
@@ -83,7 +108,25 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
         exit = exit.max(this);
     }
 
-    if args.json {
+    if matches!(format, Format::Sarif | Format::Github) {
+        let cwd = std::env::current_dir().ok();
+        let report = super::ci::Report {
+            lockfile: &path,
+            lock_text: std::str::from_utf8(&bytes).unwrap_or_default(),
+            cwd: cwd.as_deref(),
+            strict: args.strict,
+            exit,
+            results: &results,
+        };
+        output::stdout(&if format == Format::Sarif {
+            super::ci::sarif(&report)
+        } else {
+            super::ci::github(&report)
+        });
+        return Ok(exit);
+    }
+
+    if format == Format::Json {
         let servers: Vec<Value> = results
             .iter()
             .map(|(name, o)| match o {

@@ -7,6 +7,7 @@
 
 mod digest;
 mod read;
+mod span;
 mod write;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,8 @@ use serde_json::{Map, Value};
 
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
-pub use read::{check_entry, load, load_from_bytes, load_optional};
+pub use read::{check_entry, load, load_from_bytes, load_optional, read_bytes};
+pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, to_bytes, write_atomic};
 
 /// The versions of the format this build reads.

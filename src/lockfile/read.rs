@@ -16,12 +16,17 @@ use crate::error::{Error, Result};
 
 /// Reads and validates the lockfile at `path`.
 pub fn load(path: &Path) -> Result<Lockfile> {
-    let bytes = fs_err::read(path).map_err(|e| {
+    let bytes = read_bytes(path)?;
+    load_from_bytes(path, &bytes)
+}
+
+/// The lockfile's bytes, for a caller that also needs its text (reports that point into it).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    fs_err::read(path).map_err(|e| {
         Error::new(format!("cannot read `{}`", path.display()))
             .cause(io_cause(&e))
             .hint("run `mcpsum lock --name NAME -- COMMAND...` to create it, or pass `--lockfile PATH`")
-    })?;
-    load_from_bytes(path, &bytes)
+    })
 }
 
 /// Like [`load`], but a missing file is `None`.

@@ -10,6 +10,7 @@
 )]
 
 mod bad_input;
+mod cishell;
 mod crash;
 #[cfg(target_os = "linux")]
 mod egress;
