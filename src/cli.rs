@@ -123,7 +123,7 @@ pub struct ImportArgs {
     /// windsurf), or only this file.
     #[arg(long, value_name = "CLIENT|PATH")]
     pub from: Option<String>,
-    /// Lock the servers and rewrite the configs (default: only show what would change).
+    /// Rewrite the client configs too (default: lock the servers and only show the config change).
     #[arg(long)]
     pub write: bool,
     /// Restore the files the last `import --write` rewrote, byte for byte.
