@@ -12,6 +12,7 @@ pub mod lockfile;
 pub mod mcp;
 pub mod output;
 pub mod paths;
+pub mod progress;
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;

@@ -17,6 +17,7 @@ mod era;
 mod golden;
 mod hostile;
 mod lock;
+mod progress;
 mod proxy;
 mod real;
 mod relock;
