@@ -89,6 +89,20 @@ pub fn stdout(text: &str) {
     }
 }
 
+/// Whether stdout's reader has gone (a closed pipe, a hung-up terminal), checked without
+/// writing: a command that waits for data (`audit --follow`) ends then instead of at its next
+/// write.
+pub fn stdout_closed() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
 /// Writes a line to stderr unless `-q`.
 pub fn info(text: &str) {
     if !quiet() {

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each returns the exit status or a user-facing error.
 
+pub mod audit;
 pub mod lock;
 pub mod sandbox;
 pub mod show;

@@ -9,6 +9,7 @@
     reason = "a test that cannot set up its world should fail loudly, right there"
 )]
 
+mod audit;
 mod bad_input;
 mod crash;
 #[cfg(target_os = "linux")]
