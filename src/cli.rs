@@ -97,6 +97,11 @@ pub enum Command {
         after_help = "Examples:\n  mcpsum man | man -l -\n  mcpsum man --out /usr/local/share/man/man1"
     )]
     Man(ManArgs),
+    /// Show the audit log: calls, refusals, approvals, drift, egress, starts and exits.
+    #[command(
+        after_help = "The log is `audit.jsonl` in the state directory (`$MCPSUM_STATE_DIR`, else\n`$XDG_STATE_HOME/mcpsum`, else `~/.local/state/mcpsum`). Times are UTC.\n\nExamples:\n  mcpsum audit --since 2h\n  mcpsum audit --server time --follow\n  mcpsum audit --session 4242-123456 --json | jq .event"
+    )]
+    Audit(AuditArgs),
 }
 
 /// `mcpsum completions`.
@@ -135,6 +140,26 @@ pub struct ImportArgs {
     /// Bound on each request to a server while locking it, in seconds.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
+}
+
+/// `mcpsum audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only records of this server (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub server: Vec<String>,
+    /// Only records of this client session, as `mcpsum taint list` shows it (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub session: Vec<String>,
+    /// Only records of the last DURATION: a number and a unit, `90s`, `10m`, `2h`, `3d`, `1w`.
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Print the matching records as JSON lines, as they are in the log.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep printing records as they are appended, until interrupted.
+    #[arg(short, long)]
+    pub follow: bool,
 }
 
 /// `mcpsum suggest-policy`.

@@ -12,6 +12,7 @@ pub mod lockfile;
 pub mod mcp;
 pub mod output;
 pub mod paths;
+pub mod progress;
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;
@@ -32,6 +33,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
             commands::taint::reset(session.as_deref(), *all)
         }
+        cli::Command::Audit(a) => commands::audit::run(a).await,
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
             commands::sandbox::run(lockfile, a).await
         }

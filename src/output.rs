@@ -2,7 +2,8 @@
 //! carries progress, diagnostics and errors. Colour follows `--color`, `NO_COLOR` and whether the
 //! stream is a terminal (through `anstream`, which strips styles when they must not be shown).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use anstyle::{AnsiColor, Style};
@@ -88,9 +89,24 @@ pub fn stdout(text: &str) {
     }
 }
 
+/// Whether stdout's reader has gone (a closed pipe, a hung-up terminal), checked without
+/// writing: a command that waits for data (`audit --follow`) ends then instead of at its next
+/// write.
+pub fn stdout_closed() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let out = std::io::stdout();
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
 /// Writes a line to stderr unless `-q`.
 pub fn info(text: &str) {
     if !quiet() {
+        clear_status();
         let mut err = anstream::stderr().lock();
         let _ = writeln!(err, "{text}");
     }
@@ -99,6 +115,7 @@ pub fn info(text: &str) {
 /// Writes a warning line to stderr unless `-q`.
 pub fn warn(text: &str) {
     if !quiet() {
+        clear_status();
         let mut err = anstream::stderr().lock();
         let _ = writeln!(err, "{}: {text}", paint(style::WARN.bold(), "warning"));
     }
@@ -106,6 +123,7 @@ pub fn warn(text: &str) {
 
 /// Writes an error to stderr, always.
 pub fn error(err: &crate::Error) {
+    clear_status();
     let mut out = anstream::stderr().lock();
     // Error text is mcpsum's own words around server-sent fragments (error messages, stderr
     // lines): none of it may drive the terminal.
@@ -122,6 +140,59 @@ pub fn error(err: &crate::Error) {
 
 /// A line a server wrote to its stderr, relayed by the proxy.
 pub fn server_stderr(server: &str, line: &str) {
+    clear_status();
     let mut err = anstream::stderr().lock();
     let _ = writeln!(err, "[{server}] {}", sanitize_line(line));
+}
+
+// ----- the status line (`progress`) -----
+
+/// The status line on screen now ("" when none), redrawn in place with `\r`.
+static STATUS: Mutex<String> = Mutex::new(String::new());
+
+/// Whether a status line may be shown: stderr is a terminal and `-q` was not given. Nothing of
+/// it reaches a pipe or a file.
+pub fn status_enabled() -> bool {
+    !quiet() && std::io::stderr().is_terminal()
+}
+
+/// The terminal's width for a status line (one column spare, so the cursor never wraps).
+pub fn status_width() -> usize {
+    terminal_size::terminal_size_of(std::io::stderr())
+        .map_or(80, |(w, _)| usize::from(w.0))
+        .saturating_sub(1)
+        .max(20)
+}
+
+/// Replaces the status line with `text` ("" clears it). Carriage return and spaces only, no
+/// escape sequences, so it works on any terminal and with colour off. Callers keep `text` to
+/// one line that fits [`status_width`].
+pub fn status(text: &str) {
+    let Ok(mut shown) = STATUS.lock() else {
+        return;
+    };
+    if *shown == text {
+        return;
+    }
+    let mut line = String::with_capacity(text.len() + shown.len() + 2);
+    line.push('\r');
+    line.push_str(text);
+    let (old, new) = (shown.chars().count(), text.chars().count());
+    if old > new {
+        line.extend(std::iter::repeat_n(' ', old - new));
+        line.push('\r');
+        line.push_str(text);
+    }
+    // Unbuffered std stderr, not `anstream`: the line has no styles to strip.
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(line.as_bytes()).and_then(|()| err.flush());
+    text.clone_into(&mut shown);
+}
+
+/// Clears the status line before other stderr output; the next tick draws it again below.
+fn clear_status() {
+    let shown = STATUS.lock().map(|s| !s.is_empty()).unwrap_or(false);
+    if shown {
+        status("");
+    }
 }

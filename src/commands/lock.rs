@@ -130,9 +130,16 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         super::show::shell_words(&command)
     ));
     let locked_era = previous.as_ref().map(ServerEntry::era);
-    let surface = client::read_surface(&launch, locked_era, super::options(args.timeout_secs))
-        .await
-        .map_err(|f| super::server_error("cannot lock", &launch, f))?;
+    let mut progress = crate::progress::Progress::start();
+    let reporter = progress.server(&args.name, &super::show::shell_words(&command));
+    let surface = client::read_surface(
+        &launch,
+        locked_era,
+        super::options(args.timeout_secs, reporter),
+    )
+    .await;
+    progress.finish();
+    let surface = surface.map_err(|f| super::server_error("cannot lock", &launch, f))?;
 
     let mut entry = ServerEntry::from_surface(command, env, &surface, policy).map_err(|e| {
         Error::new(format!("cannot lock server `{}`", args.name))

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each returns the exit status or a user-facing error.
 
+pub mod audit;
 pub mod ci;
 pub mod import;
 pub mod lock;
@@ -76,11 +77,12 @@ pub fn launch(
     }
 }
 
-/// Request options from `--timeout-secs`.
-pub fn options(timeout_secs: u64) -> Options {
+/// Request options from `--timeout-secs`, showing progress through `progress` if given.
+pub fn options(timeout_secs: u64, progress: Option<crate::progress::Reporter>) -> Options {
     Options {
         timeout: Duration::from_secs(timeout_secs.max(1)),
         max_message: DEFAULT_MAX_MESSAGE,
+        progress,
     }
 }
 

@@ -56,11 +56,15 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
         n.dedup();
         n
     };
-    let opts = super::options(args.timeout_secs);
+    let mut progress = crate::progress::Progress::start();
     let mut tasks = Vec::new();
     for name in &names {
         let entry = lock.servers[name].clone();
         let launch = super::launch_for(name, &entry, &path, false);
+        let opts = super::options(
+            args.timeout_secs,
+            progress.server(name, &super::show::shell_words(&entry.command)),
+        );
         tasks.push(tokio::spawn(async move {
             match client::read_surface(&launch, Some(entry.era()), opts).await {
                 Ok(surface) => match drift::compare(&entry, &surface) {
@@ -94,6 +98,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
         });
         results.push((name.clone(), outcome));
     }
+    progress.finish();
 
     let mut exit = Exit::Ok;
     for (_, outcome) in &results {

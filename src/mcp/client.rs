@@ -15,6 +15,7 @@ use super::{
     META_VERSION, MODERN_VERSION, client_capabilities, client_info, codes,
 };
 use crate::lockfile::{Era, Kind, MAX_ITEMS_PER_KIND, Surface};
+use crate::progress::{self, Phase, Reporter};
 
 /// Pages after which a list is considered endless even if every page is empty.
 const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
@@ -98,6 +99,7 @@ pub struct Connection {
     next_id: u64,
     timeout: Duration,
     max_message: usize,
+    progress: Option<Reporter>,
 }
 
 /// What the handshake (legacy `initialize` or modern `server/discover`) told.
@@ -133,11 +135,8 @@ impl Handshake {
 }
 
 impl Connection {
-    async fn start(
-        launch: &Launch,
-        timeout: Duration,
-        max_message: usize,
-    ) -> Result<Self, ClientError> {
+    async fn start(launch: &Launch, opts: &Options) -> Result<Self, ClientError> {
+        progress::set(opts.progress.as_ref(), Phase::Starting);
         let process = ServerProcess::spawn(launch)
             .await
             .map_err(ClientError::Spawn)?;
@@ -146,8 +145,9 @@ impl Connection {
             era: Era::Legacy,
             version: LATEST_LEGACY.to_owned(),
             next_id: 0,
-            timeout,
-            max_message,
+            timeout: opts.timeout,
+            max_message: opts.max_message,
+            progress: opts.progress.clone(),
         })
     }
 
@@ -401,7 +401,8 @@ impl Connection {
         let mut items = Vec::new();
         let mut seen_cursors = HashSet::new();
         let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        for page in 1..=MAX_PAGES {
+            progress::set(self.progress.as_ref(), Phase::Listing(kind.plural(), page));
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
                 None if self.era == Era::Modern => json!({}),
@@ -561,12 +562,14 @@ fn preview(bytes: &[u8]) -> String {
 }
 
 /// Options for opening a connection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Bound on each request.
     pub timeout: Duration,
     /// Bound on each message.
     pub max_message: usize,
+    /// Where to show what the connection waits for (`lock` and `verify` on a terminal).
+    pub progress: Option<Reporter>,
 }
 
 /// A failure with the server's last stderr lines.
@@ -586,8 +589,8 @@ async fn fail(conn: Connection, error: ClientError) -> Failure {
     Failure { error, stderr }
 }
 
-async fn start(launch: &Launch, opts: Options) -> Result<Connection, Failure> {
-    Connection::start(launch, opts.timeout, opts.max_message)
+async fn start(launch: &Launch, opts: &Options) -> Result<Connection, Failure> {
+    Connection::start(launch, opts)
         .await
         .map_err(|error| Failure {
             error,
@@ -605,14 +608,14 @@ pub async fn connect(
     opts: Options,
 ) -> Result<(Connection, Handshake), Failure> {
     if locked == Some(Era::Legacy) {
-        let mut conn = start(launch, opts).await?;
+        let mut conn = start(launch, &opts).await?;
         return match conn.legacy_handshake().await {
             Ok(hs) => Ok((conn, hs)),
             Err(legacy_err @ ClientError::Rpc { .. }) => {
                 // The server refused `initialize`: it may have moved to 2026-07-28. Probe it on a
                 // fresh process so the caller can report the era change.
                 let first = fail(conn, legacy_err).await;
-                let mut conn = start(launch, opts).await?;
+                let mut conn = start(launch, &opts).await?;
                 match conn.modern_probe().await {
                     Ok(Some(hs)) => Ok((conn, hs)),
                     _ => {
@@ -624,13 +627,13 @@ pub async fn connect(
             Err(e) => Err(fail(conn, e).await),
         };
     }
-    let mut conn = start(launch, opts).await?;
+    let mut conn = start(launch, &opts).await?;
     match conn.modern_probe().await {
         Ok(Some(hs)) => Ok((conn, hs)),
         Ok(None) => {
             // A legacy server may have exited or wedged on the probe: start it afresh.
             conn.close().await;
-            let mut conn = start(launch, opts).await?;
+            let mut conn = start(launch, &opts).await?;
             match conn.legacy_handshake().await {
                 Ok(hs) => Ok((conn, hs)),
                 Err(e) => Err(fail(conn, e).await),
@@ -646,14 +649,20 @@ pub async fn read_surface(
     locked: Option<Era>,
     opts: Options,
 ) -> Result<Surface, Failure> {
-    let (mut conn, hs) = connect(launch, locked, opts).await?;
-    match read_lists(&mut conn, &hs).await {
-        Ok(items) => {
-            conn.close().await;
-            Ok(hs.into_surface(items))
+    let reporter = opts.progress.clone();
+    let result = async {
+        let (mut conn, hs) = connect(launch, locked, opts).await?;
+        match read_lists(&mut conn, &hs).await {
+            Ok(items) => {
+                conn.close().await;
+                Ok(hs.into_surface(items))
+            }
+            Err(e) => Err(fail(conn, e).await),
         }
-        Err(e) => Err(fail(conn, e).await),
     }
+    .await;
+    progress::set(reporter.as_ref(), Phase::Done);
+    result
 }
 
 /// Reads all four lists of a connected server.

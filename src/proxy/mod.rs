@@ -70,6 +70,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let copts = Options {
         timeout: opts.timeout,
         max_message: opts.max_message,
+        progress: None,
     };
     let locked_era = entry.era();
 

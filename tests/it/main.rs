@@ -9,6 +9,7 @@
     reason = "a test that cannot set up its world should fail loudly, right there"
 )]
 
+mod audit;
 mod bad_input;
 mod cishell;
 mod crash;
@@ -19,6 +20,7 @@ mod golden;
 mod hostile;
 mod import;
 mod lock;
+mod progress;
 mod proxy;
 mod real;
 mod relock;

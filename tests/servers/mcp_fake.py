@@ -58,6 +58,9 @@ clientRequestTimeoutMs
 transcript         path: append one JSON line per event: {"event":"start","pid","argv"},
                    {"event":"recv","msg":...} for every message read, {"event":"exit","code"}.
 verbose            true: log traffic summaries to stderr.
+startDelayMs       sleep this long after start, before reading anything (a slow first start,
+                   such as a package download by uvx or npx).
+listDelayMs        sleep this long before answering each page of a list.
 hostile            dict of misbehaviours. METHOD values may be a string, a list, or "*":
   nonJsonLineBefore: METHOD   write a line that is not JSON before answering METHOD.
   hugeLineBytes: N, hugeLineOn: METHOD
@@ -679,6 +682,9 @@ class Server:
             return None
 
     def list_page(self, kind, params):
+        delay = self.sc.get("listDelayMs")
+        if delay:
+            time.sleep(float(delay) / 1000.0)
         cursor = params.get("cursor")
         if kind == "tools" and self.hostile("endlessCursor"):
             k = 0 if cursor is None else decode_cursor("endless", cursor)
@@ -953,6 +959,9 @@ class Server:
         code = self.hostile("exitAtStart")
         if code is not None:
             self.exit(int(code), None)
+        delay = self.sc.get("startDelayMs")
+        if delay:
+            time.sleep(float(delay) / 1000.0)
         stdin = sys.stdin.buffer
         while True:
             try:
