@@ -19,3 +19,4 @@ scripts/check-apparmor.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked --quiet

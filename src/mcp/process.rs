@@ -44,7 +44,7 @@ pub fn unset_names(names: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Finds argv[0] the way a shell would, on mcpsum's own `PATH` (the server's environment may not
+/// Finds `argv[0]` the way a shell would, on mcpsum's own `PATH` (the server's environment may not
 /// have one). A name with a slash is used as it is.
 pub fn resolve_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
@@ -105,13 +105,13 @@ pub struct ServerProcess {
 /// Why a server could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    /// argv[0] was not found.
+    /// `argv[0]` was not found.
     #[error("`{0}` was not found on PATH")]
     NotFound(String),
     /// The OS refused to start it.
     #[error("cannot start `{program}`: {source}")]
     Io {
-        /// argv[0].
+        /// `argv[0]`.
         program: String,
         /// The OS error.
         source: std::io::Error,
