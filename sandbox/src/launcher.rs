@@ -59,8 +59,11 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
         Err(e) => e,
     };
     let line = format!(
-        "sandbox setup failed, server not started: {}: {}; {}\n",
-        err.layer, err.cause, err.fix
+        "{}{}: {}; {}\n",
+        crate::SETUP_FAILED_PREFIX,
+        err.layer,
+        err.cause,
+        err.fix
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
     std::process::exit(SETUP_FAILED_EXIT)

@@ -259,7 +259,7 @@ fn read_all(r: Option<impl Read>) -> String {
 fn setup_error(stderr: &str) -> Option<SandboxError> {
     let line = stderr
         .lines()
-        .find_map(|l| l.strip_prefix("sandbox setup failed, server not started: "))?;
+        .find_map(|l| l.strip_prefix(crate::SETUP_FAILED_PREFIX))?;
     let (layer, rest) = line.split_once(": ")?;
     let (cause, fix) = rest.rsplit_once("; ").unwrap_or((rest, ""));
     Some(SandboxError::layer(layer, cause, fix))
