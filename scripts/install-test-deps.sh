@@ -15,20 +15,25 @@ UV=0.13.9
 SERVER_EVERYTHING=2026.8.31   # @modelcontextprotocol/server-everything (legacy)
 SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
 
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=()
+  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl \
+    qemu-system-x86_64:qemu-system-x86 busybox:busybox-static; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+  done
+  # scripts/vm-test.sh needs a static busybox for its initramfs (Debian's `busybox` is dynamic).
+  if command -v busybox >/dev/null 2>&1 && ldd "$(command -v busybox)" >/dev/null 2>&1; then
+    missing+=(busybox-static)
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
 stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM"
 if [ -f "$stamp" ]; then
   exit 0
-fi
-
-if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  missing=()
-  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-  fi
 fi
 
 python3 -m venv "$prefix/venv"
