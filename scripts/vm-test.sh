@@ -125,12 +125,16 @@ kernel_image() { # NAME POOLPATH SHA256 -> sets vmlinuz
       die "kernel $name: cannot download $mirror/$path with SHA-256 $sum (no longer in the archive? pin a newer package: see the KERNELS comment in this script)"
     fi
   fi
-  dir="$cache/kernels/$sum"
-  if [ ! -d "$dir" ]; then
-    dpkg-deb -x "$deb" "$dir.tmp" && mv "$dir.tmp" "$dir"
+  # Only the kernel image is kept (no modules are needed: the VM uses loopback only).
+  vmlinuz="$cache/kernels/$sum.vmlinuz"
+  if [ ! -f "$vmlinuz" ]; then
+    rm -rf "$work/deb"
+    dpkg-deb -x "$deb" "$work/deb"
+    found=$(find "$work/deb" -type f \( -name 'vmlinuz-*' -o -name vmlinuz \) | head -n1)
+    [ -n "$found" ] || die "kernel $name: no vmlinuz in ${path##*/}"
+    mv "$found" "$vmlinuz.tmp" && mv "$vmlinuz.tmp" "$vmlinuz"
+    rm -rf "$work/deb"
   fi
-  vmlinuz=$(find "$dir" -type f \( -name 'vmlinuz-*' -o -name vmlinuz \) | head -n1)
-  [ -n "$vmlinuz" ] || die "kernel $name: no vmlinuz in ${path##*/}"
 }
 
 # --- mcpsum --------------------------------------------------------------------------------------
