@@ -17,27 +17,32 @@ SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
 INSPECTOR=2.12.0              # @modelcontextprotocol/inspector: its CLI is a second client
 PRE_COMMIT=4.7.0              # runs the hook in `.pre-commit-hooks.yaml` (tests/it/cishell.rs)
 
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=()
+  # zsh and fish: the completion scripts are syntax-checked and run by the shells they are for.
+  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl zsh:zsh fish:fish groff:groff \
+    qemu-system-x86_64:qemu-system-x86 busybox:busybox-static; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+  done
+  # scripts/vm-test.sh needs a static busybox for its initramfs (Debian's `busybox` is dynamic).
+  if command -v busybox >/dev/null 2>&1 && ldd "$(command -v busybox)" >/dev/null 2>&1; then
+    missing+=(busybox-static)
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
 stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
 extras_stamp="$prefix/.installed-extras-$PRE_COMMIT"
 if [ -f "$stamp" ] && [ -f "$extras_stamp" ]; then
   exit 0
 fi
 
-if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  missing=()
-  # zsh and fish: the completion scripts are syntax-checked and run by the shells they are for.
-  for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl zsh:zsh fish:fish groff:groff; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-  fi
-fi
-
 if [ ! -f "$stamp" ]; then
   python3 -m venv "$prefix/venv"
-  "$prefix/venv/bin/pip" install -q --disable-pip-version-check \
+  "$prefix/venv/bin/python3" -m pip install -q --disable-pip-version-check \
     "mcp==$MCP_SDK" "mcp-server-time==$MCP_SERVER_TIME" "uv==$UV"
 
   mkdir -p "$prefix/node"

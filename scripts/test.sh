@@ -20,3 +20,12 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked --quiet
+
+# The sandbox on other kernels: pinned Debian kernels (6.1: Landlock ABI 2, 6.12: ABI 6, 7.3:
+# ABI 11) booted under qemu with a busybox initramfs (scripts/vm-test.sh, a few minutes). Runs
+# where qemu and a static busybox are installed (install-test-deps.sh installs them as root).
+if command -v qemu-system-x86_64 >/dev/null 2>&1 && command -v busybox >/dev/null 2>&1; then
+  scripts/vm-test.sh
+else
+  echo "skipped: scripts/vm-test.sh (install qemu-system-x86 and busybox-static to run it)"
+fi

@@ -57,8 +57,11 @@ impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "sandbox setup failed, server not started: {}: {}; {}",
-            self.layer, self.cause, self.fix
+            "{}{}: {}; {}",
+            crate::SETUP_FAILED_PREFIX,
+            self.layer,
+            self.cause,
+            self.fix
         )
     }
 }

@@ -100,6 +100,9 @@ pub const PROBE_SUBCOMMAND: &str = "__sandbox-probe";
 pub const GUARD_SUBCOMMAND: &str = "__guard";
 /// Exit status of the launcher when a layer cannot be applied.
 pub const SETUP_FAILED_EXIT: i32 = 126;
+/// How the launcher's one stderr line starts when a layer cannot be applied; `<layer>: <cause>;
+/// <fix>` follows.
+pub const SETUP_FAILED_PREFIX: &str = "sandbox setup failed, server not started: ";
 /// The hint for Ubuntu's user-namespace restriction.
 pub const APPARMOR_FIX: &str =
     "run scripts/install-apparmor.sh (as root) to install mcpsum's AppArmor profile";

@@ -33,6 +33,9 @@ pub(crate) enum ProbeOp {
     Read(PathBuf),
     /// Open a file for writing (no truncation), or create and remove a file in a directory.
     Write(PathBuf),
+    /// `truncate(2)` a file to its current length (path-based: Landlock governs it from ABI 3,
+    /// seccomp denies it below).
+    Truncate(PathBuf),
     /// `socket(family, SOCK_STREAM or SOCK_DGRAM, 0)`.
     Socket(i32),
     /// `socketpair(AF_UNIX, SOCK_STREAM)`.
@@ -139,6 +142,16 @@ fn run(op: &ProbeOp) -> Outcome {
                 res(r)
             } else {
                 res(std::fs::OpenOptions::new().append(true).open(p))
+            }
+        }
+        ProbeOp::Truncate(p) => {
+            let p = &resolve(p);
+            match std::fs::metadata(p) {
+                Ok(m) => match nix::unistd::truncate(p, i64::try_from(m.len()).unwrap_or(0)) {
+                    Ok(()) => Outcome::Ok,
+                    Err(e) => errno(e),
+                },
+                Err(e) => io(&e),
             }
         }
         ProbeOp::Socket(family) => socket(*family),

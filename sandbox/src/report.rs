@@ -96,6 +96,11 @@ pub fn sandbox_test_plan(
             .and_then(|a| std::os::unix::net::UnixListener::bind_addr(&a))
             .map_err(|e| SandboxError::io("binding an abstract unix socket", e))?
     };
+    // A file outside every rule that only `truncate(2)` touches (Landlock governs that call
+    // from ABI 3 on; below, the seccomp compensation must refuse it).
+    let trunc_path = outside.path().join("truncate-me");
+    std::fs::write(&trunc_path, b"outside")
+        .map_err(|e| SandboxError::io(format!("writing `{}`", trunc_path.display()), e))?;
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| SandboxError::io("binding 127.0.0.1:0", e))?;
     let tcp_addr = tcp
@@ -107,6 +112,7 @@ pub fn sandbox_test_plan(
         protected,
         &sock_path,
         &abstract_name,
+        &trunc_path,
         tcp_addr,
         egress.as_ref(),
     );
@@ -253,7 +259,7 @@ fn read_all(r: Option<impl Read>) -> String {
 fn setup_error(stderr: &str) -> Option<SandboxError> {
     let line = stderr
         .lines()
-        .find_map(|l| l.strip_prefix("sandbox setup failed, server not started: "))?;
+        .find_map(|l| l.strip_prefix(crate::SETUP_FAILED_PREFIX))?;
     let (layer, rest) = line.split_once(": ")?;
     let (cause, fix) = rest.rsplit_once("; ").unwrap_or((rest, ""));
     Some(SandboxError::layer(layer, cause, fix))
@@ -277,6 +283,7 @@ fn build_checks(
     protected: &Protected,
     sock_path: &Path,
     abstract_name: &str,
+    trunc_path: &Path,
     outside_tcp: SocketAddr,
     egress: Option<&EgressHook>,
 ) -> Vec<(String, ProbeOp, Expect)> {
@@ -330,6 +337,22 @@ fn build_checks(
             Expect::Refused,
         ));
     }
+
+    // Path-based truncation: Landlock's right from ABI 3, the seccomp rule below it.
+    let seccomp_truncate = plan.seccomp.eperm.iter().any(|r| r.syscall == "truncate");
+    c.push((
+        format!(
+            "truncate ({}) {}",
+            if seccomp_truncate {
+                "seccomp"
+            } else {
+                "landlock"
+            },
+            trunc_path.display()
+        ),
+        ProbeOp::Truncate(trunc_path.to_path_buf()),
+        Expect::Errno(if seccomp_truncate { "EPERM" } else { "EACCES" }),
+    ));
 
     // Landlock denies ptrace-class access outside the domain, even with /proc readable.
     c.push((

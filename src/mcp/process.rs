@@ -66,6 +66,8 @@ fn is_executable(path: &Path) -> bool {
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 const TAIL_LINES: usize = 20;
+/// How long a failed launcher may take to finish its error line.
+const LAUNCHER_LINE_WAIT: Duration = Duration::from_secs(2);
 const TAIL_LINE_CHARS: usize = 400;
 
 impl StderrTail {
@@ -169,7 +171,7 @@ impl ServerProcess {
         let forward = launch.forward_stderr;
         let server = launch.server.clone();
         let tail2 = tail.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr_pipe);
             let mut buf = Vec::new();
             loop {
@@ -200,8 +202,18 @@ impl ServerProcess {
             pgid,
             sandbox,
         };
-        if let Some(running) = process.sandbox.as_mut() {
-            running.after_spawn().await.map_err(SpawnError::Sandbox)?;
+        if let Some(running) = process.sandbox.as_mut()
+            && let Err(bridge) = running.after_spawn().await
+        {
+            // The bridge closed because the launcher failed: its own line names the layer
+            // (`user namespace: ...`). It is on stderr, which ends when the launcher exits.
+            let _ = tokio::time::timeout(LAUNCHER_LINE_WAIT, reader).await;
+            let line = process
+                .stderr
+                .lines()
+                .into_iter()
+                .find(|l| l.starts_with(mcpsum_sandbox::SETUP_FAILED_PREFIX));
+            return Err(SpawnError::Sandbox(line.unwrap_or(bridge)));
         }
         Ok(process)
     }

@@ -1213,6 +1213,60 @@ fn sandbox_test_exits_2_when_the_sandbox_cannot_be_built() {
     }
 }
 
+/// With hosts listed and no user namespace to be had (`user.max_user_namespaces` = 0, set in a
+/// user namespace of the test's own so the machine is untouched), the server does not start and
+/// every command names the layer, not only the bridge the launcher never reported on.
+#[test]
+fn without_user_namespaces_the_error_names_the_layer() {
+    let w = Sbx::new(current_uid());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let allow = vec![format!(
+        "127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    )];
+    let read = vec![helper("").display().to_string()];
+    let r = w.lock("userns", &policy(&read, &[], &allow), &escape_argv());
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let limited = |args: &[&str]| {
+        let mut argv: Vec<String> = [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "/bin/sh",
+            "-c",
+            "echo 0 >/proc/sys/user/max_user_namespaces && exec \"$@\"",
+            "sh",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        argv.extend(w.argv(args));
+        run_output(&mut command_of(&argv, &w.root))
+    };
+    let probe = limited(&["--version"]);
+    if probe.code != 0 {
+        return skip(&format!(
+            "cannot lower the limit in a user namespace: {probe:?}"
+        ));
+    }
+    for args in [
+        &["verify", "--name", "userns"][..],
+        &["lock", "--name", "userns"],
+        &["sandbox", "test", "--name", "userns"],
+    ] {
+        let r = limited(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:#?}");
+        // `verify` reports per server on stdout; the others on stderr.
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            text.contains("user namespace: unshare: ENOSPC") && !text.contains("egress bridge"),
+            "{args:?}: the layer is not named: {r:#?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. The server's whole process tree dies with the proxy.
 // ---------------------------------------------------------------------------------------------
