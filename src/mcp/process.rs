@@ -132,6 +132,21 @@ impl ServerProcess {
             .ok_or_else(|| SpawnError::NotFound(String::new()))?;
         let resolved =
             resolve_program(program).ok_or_else(|| SpawnError::NotFound(program.clone()))?;
+        // The guard executes it in a child of its own: check here what the OS would refuse, so
+        // the error is ours and not a line in the server's stderr.
+        let refused = if !resolved.exists() {
+            Some(libc::ENOENT)
+        } else if !is_executable(&resolved) {
+            Some(libc::EACCES)
+        } else {
+            None
+        };
+        if let Some(errno) = refused {
+            return Err(SpawnError::Io {
+                program: program.clone(),
+                source: std::io::Error::from_raw_os_error(errno),
+            });
+        }
         let env = server_env(&launch.env_passthrough);
         let (mut cmd, sandbox) = match &launch.sandbox {
             Some(spec) => {
