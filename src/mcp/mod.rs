@@ -11,6 +11,7 @@
 //! format requires.
 
 pub mod client;
+pub mod envelope;
 pub mod framing;
 pub mod process;
 

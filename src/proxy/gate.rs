@@ -34,6 +34,8 @@ pub(super) struct TaintGate {
     held: HashMap<String, Held>,
     next: u64,
     client_known: bool,
+    /// The client's name and version, noted before the session's state was opened.
+    client: Option<String>,
 }
 
 /// A legacy client's sink call, held until the person answers.
@@ -46,24 +48,49 @@ struct Held {
 }
 
 impl TaintGate {
-    /// Opens the session's shared state and registers this server in it. With labels, a state
-    /// that cannot be opened stops the proxy (fail closed).
-    pub(super) fn new(
-        entry: &ServerEntry,
+    /// Whether the client's name is known (and recorded in the session).
+    pub(super) fn client_known(&self) -> bool {
+        self.client_known
+    }
+
+    /// The gate of `entry`'s labels; the session's state is opened later, with
+    /// [`TaintGate::open_store`], before any call is served.
+    pub(super) fn new(entry: &ServerEntry) -> Result<Self> {
+        let approver =
+            Approver::new().map_err(|e| Error::new("cannot make an approval key").cause(e))?;
+        Ok(Self {
+            labels: Labels::of(entry),
+            store: None,
+            approver,
+            held: HashMap::new(),
+            next: 0,
+            client_known: false,
+            client: None,
+        })
+    }
+
+    /// Opens the session's shared state and registers this server in it (with the client's
+    /// name, if it is known by now). With labels, a state that cannot be opened stops the proxy
+    /// (fail closed).
+    pub(super) fn open_store(
+        &mut self,
         state_dir: &std::path::Path,
         session: &Session,
         server: &str,
-    ) -> Result<Self> {
-        let labels = Labels::of(entry);
+    ) -> Result<()> {
+        let client = self.client.take();
         let store = SessionStore::open(state_dir, session).and_then(|mut s| {
             s.update(|st| {
                 st.servers.insert(server.to_owned());
+                if client.is_some() {
+                    st.client = client;
+                }
             })?;
             Ok(s)
         });
-        let store = match store {
-            Ok(s) => Some(s),
-            Err(e) if labels.any() => {
+        match store {
+            Ok(s) => self.store = Some(s),
+            Err(e) if self.labels.any() => {
                 return Err(Error::new(format!(
                     "cannot open the taint state of this client session in `{}`",
                     taint::taint_dir(state_dir).display()
@@ -71,18 +98,9 @@ impl TaintGate {
                 .cause(e)
                 .hint("server has `policy.taint`, so mcpsum will not run it without its taint state; check the state directory"));
             }
-            Err(_) => None,
-        };
-        let approver =
-            Approver::new().map_err(|e| Error::new("cannot make an approval key").cause(e))?;
-        Ok(Self {
-            labels,
-            store,
-            approver,
-            held: HashMap::new(),
-            next: 0,
-            client_known: false,
-        })
+            Err(_) => {}
+        }
+        Ok(())
     }
 }
 
@@ -120,9 +138,27 @@ impl Proxy {
         let version = info.get("version").and_then(Value::as_str).unwrap_or("?");
         let client: String = format!("{name} {version}").chars().take(120).collect();
         self.taint.client_known = true;
-        if let Some(store) = self.taint.store.as_mut() {
-            let _ = store.update(|s| s.client = Some(client));
+        match self.taint.store.as_mut() {
+            Some(store) => {
+                let _ = store.update(|s| s.client = Some(client));
+            }
+            None => self.taint.client = Some(client),
         }
+    }
+
+    /// Whether a call passes the gate as it is: not a sink, or a sink on a clean session. When
+    /// not, [`Proxy::gate`] decides (prompt, refusal).
+    pub(super) fn gate_clear(&mut self, method: &str, item: &str) -> bool {
+        let Some(call) = call_of(method, item) else {
+            return true;
+        };
+        if !self.taint.labels.is_sink(call) {
+            return true;
+        }
+        matches!(
+            self.taint.store.as_mut().map(SessionStore::tainted),
+            None | Some(Ok(None))
+        )
     }
 
     /// Checks a request before it is forwarded.
@@ -417,12 +453,13 @@ impl Proxy {
         true
     }
 
-    /// After a successful result of a source reached the client: taint the session.
-    pub(super) fn after_result(&mut self, method: &str, item: &str, result: &Value) {
+    /// A result (`isError` or not) of `method` on `item` reaches the client: a source's
+    /// successful result taints the session.
+    pub(super) fn after_result(&mut self, method: &str, item: &str, is_error: bool) {
         let Some(call) = call_of(method, item) else {
             return;
         };
-        if !self.taint.labels.is_source(call) || result.get("isError") == Some(&Value::Bool(true)) {
+        if !self.taint.labels.is_source(call) || is_error {
             return;
         }
         let source = match call {

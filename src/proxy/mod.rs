@@ -7,26 +7,33 @@
 //! answered from the lock; calls reach the server only for locked items; definitional drift, at
 //! start or later, quarantines the server (-32002 for every later request).
 //!
-//! Four tasks move bytes (client reader, client writer, server reader, server writer) through
-//! bounded channels; one loop owns all state, so there are no locks and no unbounded queues: a
-//! slow reader on either side slows the other down instead of growing memory.
+//! One loop owns all state and both links, so there are no locks and no unbounded queues: it
+//! reads a line from either side ([`LineReader`]), and what it sends is written at once or
+//! queued in that peer's outbox; while a queue is over its bound, no more input is
+//! read, so a slow reader on either side slows the other down instead of growing memory. The
+//! messages of a call (request, answer, progress) are relayed from an envelope scan without
+//! building values (`fast.rs`); everything else is parsed whole.
 
+mod fast;
 mod gate;
+mod outbox;
 mod uri;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+
+use outbox::{Out, Outbox};
 
 use crate::audit::AuditLog;
 use crate::drift::{self, Class};
 use crate::error::{Error, Exit, Result};
 use crate::lockfile::{self, Era, Kind, ServerEntry, Sha256Digest, canonical_items};
 use crate::mcp::client::{self, Options, with_modern_meta};
-use crate::mcp::framing::{self, Frame};
+use crate::mcp::envelope::Scan;
+use crate::mcp::framing::{self, Frame, LineReader};
 use crate::mcp::{
     LATEST_LEGACY, LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSION, codes,
 };
@@ -36,14 +43,35 @@ use crate::output;
 const PAGE_SIZE: usize = 100;
 /// Requests in flight towards the server, at most.
 const MAX_IN_FLIGHT: usize = 4096;
-/// Capacity of each channel between the tasks and the loop.
-const CHANNEL: usize = 64;
 /// How often mcpsum re-opens its own listen stream after the server ended it.
 const MAX_LISTEN_REOPENS: u32 = 3;
 /// `_meta` key of a 2026-07-28 subscription id.
 const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 /// Audit records for dropped junk, at most, before only counting.
 const MAX_DROP_RECORDS: u64 = 100;
+
+/// A map keyed by the ids mcpsum gives its own requests to the server. They are sequential and
+/// never chosen by a peer, so a multiplicative hash spreads them well without SipHash's cost.
+type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// Options of `mcpsum proxy`.
 #[derive(Debug, Clone)]
@@ -61,6 +89,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let path = crate::paths::require_lockfile(lockfile_flag)?;
     let lock = lockfile::load(&path)?;
     let entry = crate::commands::entry(&lock, &path, &opts.name)?.clone();
+    drop(lock);
     let state_dir = crate::paths::ensure_state_dir()?;
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
@@ -73,22 +102,17 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         progress: None,
     };
     let locked_era = entry.era();
+    let max = opts.max_message;
 
     // The client link is up at once: the handshake is answered from the lock while the server
     // starts (a slow `uvx`/`npx` start would otherwise outlast a client's discover probe); every
     // other request waits until the live surface has been compared with the lock.
-    let (to_client, client_out_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
-    let (to_server, server_in_rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
-    let (client_tx, mut client_rx) = mpsc::channel::<Input>(CHANNEL);
-    let max = opts.max_message;
-    tokio::spawn(read_loop(BufReader::new(client_stdin()), client_tx, max));
-    let client_writer = tokio::spawn(write_loop(client_stdout(), client_out_rx));
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
+    let mut client_in = LineReader::new(client_stdin(), max, &[]);
+    let mut to_client = Outbox::new();
+    to_client.attach(client_stdout());
+    let mut signalled = signals()?;
 
-    let taint = gate::TaintGate::new(&entry, &state_dir, &session, &opts.name)?;
+    let taint = gate::TaintGate::new(&entry)?;
     let mut proxy = Proxy {
         taint,
         name: opts.name.clone(),
@@ -99,7 +123,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         quarantine: None,
         client_legacy_caps: None,
         next_server_id: 0,
-        pending: HashMap::new(),
+        pending: IdMap::default(),
         next_relay: 0,
         relayed: HashMap::new(),
         rounds: HashMap::new(),
@@ -107,34 +131,61 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         listen_reopens: 0,
         subscriptions: HashMap::new(),
         legacy_streams: Vec::new(),
-        streams: HashMap::new(),
+        streams: IdMap::default(),
         rereads: BTreeMap::new(),
-        to_client,
-        to_server,
+        to_client: RefCell::new(to_client),
+        to_server: RefCell::new(Outbox::new()),
+        scan: Scan::default(),
         drops: 0,
         max_message: opts.max_message,
     };
 
+    // What the client sent with the start is read first: a handshake in it is answered before
+    // anything else happens (the session's taint state, spawning the server, which blocks this
+    // thread until the child has exec'd).
+    let mut early: Vec<Input> = Vec::new();
+    // One turn of the runtime lets its driver learn that the pipe is readable.
+    tokio::task::yield_now().await;
+    while early.len() < EARLY_MAX {
+        let Some(frame) = ready(client_in.next_frame()) else {
+            break;
+        };
+        match frame {
+            Ok(Some(Frame::Line(line))) if is_handshake(&line) => {
+                proxy.on_client_line(line).await;
+            }
+            Ok(Some(frame)) => early.push(Input::of(frame, &client_in)),
+            Ok(None) | Err(_) => {
+                early.push(Input::Eof);
+                break;
+            }
+        }
+    }
+    proxy.taint.open_store(&state_dir, &session, &opts.name)?;
+
     // Boxed, so that dropping it ends the server at once.
     let mut starting = Box::pin(start_server(&launch, locked_era, copts));
-    let mut early: Vec<Input> = Vec::new();
+    let client_gone = early.iter().any(|i| matches!(i, Input::Eof));
     let outcome = loop {
+        if client_gone {
+            break Err("client closed stdin while the server started");
+        }
+        let busy = proxy.to_client.borrow().busy();
         tokio::select! {
             r = &mut starting => break Ok(r),
-            msg = client_rx.recv(), if early.len() < CHANNEL => match msg {
-                Some(Input::Line(line)) if is_handshake(&line) => proxy.on_client_line(&line).await,
-                Some(Input::Eof) | None => break Err("client closed stdin while the server started"),
-                Some(other) => early.push(other),
+            frame = client_in.next_frame(), if early.len() < EARLY_MAX && proxy.has_room() => match frame {
+                Ok(Some(Frame::Line(line))) if is_handshake(&line) => proxy.on_client_line(line).await,
+                Ok(None) | Err(_) => break Err("client closed stdin while the server started"),
+                Ok(Some(frame)) => early.push(Input::of(frame, &client_in)),
             },
-            _ = sigterm.recv() => break Err("signal while the server started"),
-            _ = sigint.recv() => break Err("signal while the server started"),
+            () = drain(&proxy.to_client), if busy => {}
+            _ = &mut signalled => break Err("signal while the server started"),
         }
     };
     let (conn, live) = match outcome {
         Ok(Ok(started_server)) => started_server,
         Ok(Err(e)) => {
-            drop(proxy);
-            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            proxy.close_client().await;
             return Err(e);
         }
         Err(reason) => {
@@ -144,8 +195,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 "exit",
                 json!({"reason": reason, "duration_ms": started.elapsed().as_millis() as u64}),
             );
-            drop(proxy);
-            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            proxy.close_client().await;
             return Ok(Exit::Ok);
         }
     };
@@ -157,12 +207,16 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     proxy.server_version = conn.version().to_owned();
     proxy.next_server_id = conn.next_id();
     let mut process = conn.process;
-    let (Some(server_in), Some(server_out)) = (process.stdin.take(), process.stdout.take()) else {
+    let (Some(server_stdin), Some(server_out)) = (process.stdin.take(), process.stdout.take())
+    else {
         return Err(Error::new("the server's stdio is gone"));
     };
-    let (server_tx, mut server_rx) = mpsc::channel::<Input>(CHANNEL);
-    tokio::spawn(read_loop(server_out, server_tx, max));
-    let server_writer = tokio::spawn(write_loop(server_in, server_in_rx));
+    let buffered = server_out.buffer().to_vec();
+    let server_out = server_out.into_inner();
+    // A large result passes in fewer reads and wake-ups through a larger pipe (best effort).
+    let _ = nix::fcntl::fcntl(&server_out, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    let mut server_in = LineReader::new(server_out, max, &buffered);
+    proxy.to_server.borrow_mut().attach(server_stdin);
 
     proxy.check_start(&live);
     // A 2026-07-28 server announces changes only on a listen stream, and only for the kinds
@@ -179,7 +233,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // What the client sent while the server started, in order.
     for input in early {
         match input {
-            Input::Line(line) => proxy.on_client_line(&line).await,
+            Input::Line(line) => proxy.on_client_line(line).await,
             Input::TooLong(n, head) => proxy.client_too_long(n, &head).await,
             Input::Eof => {}
         }
@@ -188,20 +242,26 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // Approval prompts that get no answer time out.
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let exit = loop {
+        // No more input is read while a peer does not take what it was sent: a slow reader
+        // slows the other side down instead of growing memory.
+        let room = proxy.has_room();
+        let client_busy = proxy.to_client.borrow().busy();
+        let server_busy = proxy.to_server.borrow().busy();
         tokio::select! {
             _ = tick.tick() => proxy.expire_approvals().await,
-            msg = client_rx.recv() => match msg {
-                Some(Input::Line(line)) => proxy.on_client_line(&line).await,
-                Some(Input::TooLong(n, head)) => proxy.client_too_long(n, &head).await,
-                Some(Input::Eof) | None => break End::ClientLeft,
+            frame = client_in.next_frame(), if room => match frame {
+                Ok(Some(Frame::Line(line))) => proxy.on_client_line(line).await,
+                Ok(Some(Frame::TooLong(n))) => proxy.client_too_long(n, client_in.head()).await,
+                Ok(None) | Err(_) => break End::ClientLeft,
             },
-            msg = server_rx.recv() => match msg {
-                Some(Input::Line(line)) => proxy.on_server_line(&line).await,
-                Some(Input::TooLong(n, head)) => proxy.server_too_long(n, &head).await,
-                Some(Input::Eof) | None => break End::ServerExited,
+            frame = server_in.next_frame(), if room => match frame {
+                Ok(Some(Frame::Line(line))) => proxy.on_server_line(line).await,
+                Ok(Some(Frame::TooLong(n))) => proxy.server_too_long(n, server_in.head()).await,
+                Ok(None) | Err(_) => break End::ServerExited,
             },
-            _ = sigterm.recv() => break End::Signal,
-            _ = sigint.recv() => break End::Signal,
+            () = drain(&proxy.to_client), if client_busy => {}
+            () = drain(&proxy.to_server), if server_busy => {}
+            _ = &mut signalled => break End::Signal,
         }
     };
 
@@ -215,8 +275,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             };
             process.shutdown(Duration::from_millis(100)).await;
             proxy.audit.note("exit", json!({"reason": "server exited", "status": status, "duration_ms": started.elapsed().as_millis() as u64}));
-            drop(proxy);
-            let _ = client_writer.await;
+            proxy.close_client().await;
             output::warn(&format!(
                 "server `{}` exited ({status}); the proxy stops",
                 opts.name
@@ -233,15 +292,54 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 "exit",
                 json!({"reason": reason, "duration_ms": started.elapsed().as_millis() as u64}),
             );
-            drop(proxy);
             // Closing our side of the server's stdin lets a well-behaved server exit by itself;
             // then the whole process group is ended.
-            let _ = tokio::time::timeout(Duration::from_millis(500), server_writer).await;
+            let mut to_server = proxy.to_server.replace(Outbox::new());
+            to_server.close(Duration::from_millis(500)).await;
             process.shutdown(Duration::from_secs(2)).await;
-            let _ = tokio::time::timeout(Duration::from_secs(1), client_writer).await;
+            proxy.close_client().await;
             Ok(Exit::Ok)
         }
     }
+}
+
+/// Lines the client may send while the server starts, at most, before mcpsum stops reading.
+const EARLY_MAX: usize = 64;
+/// Size asked for the server's stdout pipe.
+const PIPE_SIZE: i32 = 1 << 20;
+
+/// The output of `f` if it is ready without waiting.
+fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// Resolves on the first SIGTERM or SIGINT. The signals are awaited in a task of their own, so
+/// that the main loop polls one cheap receiver per turn.
+fn signals() -> Result<tokio::sync::oneshot::Receiver<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = tx.send(());
+    });
+    Ok(rx)
+}
+
+/// Waits until everything queued for a peer is written (or the peer is gone).
+async fn drain(outbox: &RefCell<Outbox>) {
+    std::future::poll_fn(|cx| outbox.borrow_mut().poll_drain(cx)).await;
 }
 
 /// Our stdin as an async reader: a pipe (what clients give) is read directly through the
@@ -280,6 +378,7 @@ enum End {
     Signal,
 }
 
+/// A client message kept while the server starts.
 enum Input {
     Line(Vec<u8>),
     /// A message over the limit: its length and its first bytes.
@@ -287,34 +386,11 @@ enum Input {
     Eof,
 }
 
-async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
-    mut reader: R,
-    tx: mpsc::Sender<Input>,
-    max: usize,
-) {
-    let mut head = Vec::new();
-    loop {
-        let input = match framing::read_frame_with_head(&mut reader, max, &mut head).await {
-            Ok(Some(Frame::Line(l))) => Input::Line(l),
-            Ok(Some(Frame::TooLong(n))) => Input::TooLong(n, std::mem::take(&mut head)),
-            Ok(None) | Err(_) => Input::Eof,
-        };
-        let eof = matches!(input, Input::Eof);
-        if tx.send(input).await.is_err() || eof {
-            return;
-        }
-    }
-}
-
-async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
-    mut writer: W,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-) {
-    while let Some(bytes) = rx.recv().await {
-        if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-            // The peer is gone; keep draining so senders never block on a dead pipe.
-            while rx.recv().await.is_some() {}
-            return;
+impl Input {
+    fn of<R: tokio::io::AsyncRead + Unpin>(frame: Frame, reader: &LineReader<R>) -> Self {
+        match frame {
+            Frame::Line(line) => Input::Line(line),
+            Frame::TooLong(n) => Input::TooLong(n, reader.head().to_vec()),
         }
     }
 }
@@ -440,7 +516,7 @@ struct Proxy {
     /// Capabilities a legacy client declared in `initialize`.
     client_legacy_caps: Option<Value>,
     next_server_id: u64,
-    pending: HashMap<u64, Pending>,
+    pending: IdMap<Pending>,
     next_relay: u64,
     /// Our id on the client link → what it stands for (server requests relayed to the client,
     /// questions of input rounds).
@@ -456,10 +532,13 @@ struct Proxy {
     /// mcpsum subscribed to for it.
     legacy_streams: Vec<(Value, Vec<String>)>,
     /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
-    streams: HashMap<u64, Value>,
+    streams: IdMap<Value>,
     rereads: BTreeMap<Kind, Reread>,
-    to_client: mpsc::Sender<Vec<u8>>,
-    to_server: mpsc::Sender<Vec<u8>>,
+    /// What waits to be written to the client and to the server.
+    to_client: RefCell<Outbox>,
+    to_server: RefCell<Outbox>,
+    /// Scratch of the envelope scan, reused for every message.
+    scan: Scan,
     drops: u64,
     /// `--max-message-bytes`, for messages.
     max_message: usize,
@@ -544,11 +623,26 @@ impl Proxy {
     // ----- sending -----
 
     async fn send_client(&self, msg: Value) {
-        let _ = self.to_client.send(framing::encode(&msg)).await;
+        self.to_client
+            .borrow_mut()
+            .push(Out::bytes(framing::encode(&msg)));
     }
 
     async fn send_server(&self, msg: Value) {
-        let _ = self.to_server.send(framing::encode(&msg)).await;
+        self.to_server
+            .borrow_mut()
+            .push(Out::bytes(framing::encode(&msg)));
+    }
+
+    /// Whether both peers take what they are sent, so that more input may be read.
+    fn has_room(&self) -> bool {
+        self.to_client.borrow().has_room() && self.to_server.borrow().has_room()
+    }
+
+    /// Writes what waits for the client (for a little while), then closes our stdout.
+    async fn close_client(&mut self) {
+        let mut to_client = self.to_client.replace(Outbox::new());
+        to_client.close(Duration::from_secs(2)).await;
     }
 
     async fn reply(&self, id: &Value, result: Value) {
@@ -624,7 +718,8 @@ impl Proxy {
         .await;
     }
 
-    async fn on_client_line(&mut self, line: &[u8]) {
+    /// The general path for a client message: parsed whole into a `Value`.
+    async fn client_message(&mut self, line: &[u8]) {
         let msg = match crate::canonical::parse_strict_slice(line) {
             Ok(v) => v,
             Err(e) => {
@@ -1175,7 +1270,8 @@ impl Proxy {
         }
     }
 
-    async fn on_server_line(&mut self, line: &[u8]) {
+    /// The general path for a server message: parsed whole into a `Value`.
+    async fn server_message(&mut self, line: &[u8]) {
         let Ok(Value::Object(obj)) = crate::canonical::parse_strict_slice(line) else {
             return self.drop_junk("server", "invalid JSON or not an object");
         };
@@ -1254,7 +1350,8 @@ impl Proxy {
                             meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
                         }
                         // A source's result reaches the client: the session is tainted.
-                        self.after_result(&method, &item, &result);
+                        let is_error = result.get("isError") == Some(&Value::Bool(true));
+                        self.after_result(&method, &item, is_error);
                         out["result"] = result;
                         true
                     }
@@ -1263,11 +1360,9 @@ impl Proxy {
                     false
                 };
                 let bytes = framing::encode(&out);
-                self.audit.note(
-                    "call",
-                    json!({"method": method, "item": item, "decision": "allow", "ok": ok, "duration_ms": started.elapsed().as_millis() as u64, "bytes": bytes.len()}),
-                );
-                let _ = self.to_client.send(bytes).await;
+                self.audit
+                    .note_call(&method, &item, ok, started.elapsed(), bytes.len());
+                self.to_client.borrow_mut().push(Out::bytes(bytes));
             }
         }
     }

@@ -2193,3 +2193,281 @@ fn a_modern_clients_listen_stream_rides_legacy_subscriptions() {
     assert_eq!(subs[0]["params"]["uri"], "notes://note/9");
     assert!(!serde_json::to_string(&msgs).unwrap().contains("ghost"));
 }
+
+// ----- 8. the envelope: what the proxy reads of the messages it relays unparsed -----
+
+/// A server in `era` whose `raw` tool answers with the line the call asks for.
+fn raw_scenario(era: Era, transcript: &Path) -> Value {
+    json!({
+        "era": era.scenario_name(),
+        "tools": [
+            {"name": "echo", "inputSchema": {"type": "object"}},
+            {"name": "big", "inputSchema": {"type": "object"}},
+            {"name": "raw", "inputSchema": {"type": "object"}}
+        ],
+        "behaviors": {"raw": "raw"},
+        "transcript": transcript,
+    })
+}
+
+/// `_meta` members a 2026-07-28 client puts in raw request params (after a comma).
+fn raw_meta(client: Era) -> &'static str {
+    match client {
+        Era::Legacy => "",
+        Era::Modern => {
+            r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#
+        }
+    }
+}
+
+fn tool_calls(transcript: &Path) -> Vec<Value> {
+    received(transcript)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect()
+}
+
+#[test]
+fn duplicate_keys_that_could_smuggle_a_call_are_refused() {
+    for era in ERAS {
+        let w = World::new();
+        let t = w.transcript("d");
+        lock(&w, "d", &raw_scenario(era, &t));
+        let mut px = Px::start(&w, "d", era);
+        px.hello();
+        let meta = raw_meta(era);
+        // Each would reach the server as a call of an unlocked tool, or under another id, if
+        // mcpsum and the server kept different members of a duplicated key.
+        let smuggled = [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","name":"ghost"{meta}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","n\u0061me":"ghost"{meta}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"id":4,"method":"tools/call","params":{{"name":"echo"{meta}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","\u0069d":5,"id":6,"method":"tools/call","params":{{"name":"echo"{meta}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/call","params":{{"name":"echo"{meta}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo"{meta}}},"params":{{"name":"ghost"}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"path":"/tmp","path":"/etc"}}{meta}}}}}"#
+            ),
+        ];
+        for line in &smuggled {
+            px.send_raw(format!("{line}\n").as_bytes());
+            let r = px
+                .recv(Duration::from_secs(10))
+                .unwrap_or_else(|| panic!("{era:?}: no answer to {line}"));
+            assert_eq!(r["error"]["code"], -32700, "{era:?} {line}: {r:#}");
+            assert!(r["id"].is_null(), "{era:?} {line}: {r:#}");
+        }
+        let r = px.call(json!("after"), "echo", json!({"still": "works"}));
+        assert_eq!(text_of(&r), r#"{"still": "works"}"#);
+        assert_eq!(px.finish(), 0);
+        let calls = tool_calls(&t);
+        assert_eq!(calls.len(), 1, "{era:?}: only the last call: {calls:#?}");
+        assert_eq!(calls[0]["params"]["arguments"], json!({"still": "works"}));
+    }
+}
+
+#[test]
+fn a_server_answer_with_duplicate_keys_is_dropped() {
+    for era in ERAS {
+        let w = World::new();
+        let t = w.transcript("s");
+        lock(&w, "s", &raw_scenario(era, &t));
+        let mut px = Px::start(&w, "s", era);
+        px.hello();
+        let answers = [
+            r#"{"jsonrpc":"2.0","id":@ID@,"id":12345,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":@ID@,"result":{"content":[],"isError":false,"isError":true}}"#,
+            r#"{"jsonrpc":"2.0","id":@ID@,"result":{"content":[{"type":"text","text":"a","t\u0065xt":"b"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":@ID@,"result":{"content":[]},"result":{"content":[]}}"#,
+        ];
+        for (k, line) in answers.iter().enumerate() {
+            px.send_request(
+                json!(format!("dup-{k}")),
+                "tools/call",
+                json!({"name": "raw", "arguments": {"line": line}}),
+            );
+            // The server answers in order: once the probe's answer is in, a relayed answer to
+            // the call would have come before it.
+            let r = px.call(json!(format!("probe-{k}")), "echo", json!({"k": k}));
+            assert_eq!(text_of(&r), format!(r#"{{"k": {k}}}"#));
+            assert!(
+                !px.seen.iter().any(|m| m["id"] == json!(format!("dup-{k}"))),
+                "{era:?}: relayed {line}: {:#?}",
+                px.seen
+            );
+        }
+        assert_eq!(px.finish(), 0);
+        let drops = audit(&w)
+            .into_iter()
+            .filter(|a| a["event"] == "refused" && a["from"] == "server")
+            .count();
+        assert_eq!(drops, answers.len(), "{era:?}: each drop is audited");
+    }
+}
+
+#[test]
+fn ids_of_every_json_type_come_back_as_the_client_sent_them() {
+    let ids = [
+        "0",
+        "7",
+        "-7",
+        "1.5",
+        "-0.0",
+        "1e3",
+        "18446744073709551615",
+        "123456789012345678901234567890",
+        r#""""#,
+        r#""s""#,
+        r#""a\"b\\c\u00e9\ud83d\ude00\n""#,
+        "true",
+        r#"[1,{"id":2}]"#,
+        r#"{"id":3}"#,
+    ];
+    for era in ERAS {
+        let w = World::new();
+        let t = w.transcript("i");
+        lock(&w, "i", &raw_scenario(era, &t));
+        let mut px = Px::start(&w, "i", era);
+        px.hello();
+        let meta = raw_meta(era);
+        for (k, id) in ids.iter().enumerate() {
+            px.send_raw(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"k":{k}}}{meta}}}}}
+"#
+                )
+                .as_bytes(),
+            );
+            let expected: Value = serde_json::from_str(id).unwrap();
+            let r = px.response(&expected);
+            assert_eq!(text_of(&r), format!(r#"{{"k": {k}}}"#), "{era:?} id {id}");
+        }
+        // A null or missing id makes a notification, which is not forwarded.
+        for id in [r#""id":null,"#, ""] {
+            px.send_raw(
+                format!(
+                    r#"{{"jsonrpc":"2.0",{id}"method":"tools/call","params":{{"name":"echo","arguments":{{"k":"note"}}{meta}}}}}
+"#
+                )
+                .as_bytes(),
+            );
+        }
+        let r = px.call(json!("last"), "echo", json!({}));
+        assert_eq!(text_of(&r), "{}");
+        assert!(
+            px.seen.is_empty(),
+            "{era:?}: no answer to notifications: {:#?}",
+            px.seen
+        );
+        assert_eq!(px.finish(), 0);
+        // The server sees mcpsum's own ids, one per call, never the client's.
+        let calls = tool_calls(&t);
+        assert_eq!(calls.len(), ids.len() + 1, "{era:?}: {calls:#?}");
+        let mut server_ids: Vec<u64> = calls
+            .iter()
+            .map(|c| c["id"].as_u64().expect("an integer id"))
+            .collect();
+        server_ids.dedup();
+        assert_eq!(server_ids.len(), calls.len(), "{era:?}: ids are unique");
+    }
+}
+
+#[test]
+fn escaped_strings_in_the_envelope_are_read_unescaped() {
+    for era in ERAS {
+        let w = World::new();
+        let t = w.transcript("e");
+        lock(&w, "e", &raw_scenario(era, &t));
+        let mut px = Px::start(&w, "e", era);
+        px.hello();
+        let meta = raw_meta(era);
+        px.send_raw(
+            format!(
+                r#"{{"jsonrpc":"2.0","\u0069d":"e\u0031","m\u0065thod":"tools\/call","params":{{"n\u0061me":"ech\u006f","arguments":{{"q":"\u00e9\n\"\\"}}{meta}}}}}
+"#
+            )
+            .as_bytes(),
+        );
+        let r = px.response(&json!("e1"));
+        let echoed: Value = serde_json::from_str(&text_of(&r)).unwrap();
+        assert_eq!(echoed, json!({"q": "é\n\"\\"}), "{era:?}");
+        // An escaped name of an unlocked tool is refused under its real name.
+        px.send_raw(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"e2","method":"tools/call","params":{{"name":"gh\u006fst"{meta}}}}}
+"#
+            )
+            .as_bytes(),
+        );
+        let r = px.response(&json!("e2"));
+        assert_eq!(error_of(&r)["code"], -32602, "{r:#}");
+        assert!(
+            error_of(&r)["message"]
+                .as_str()
+                .unwrap()
+                .contains("`ghost`"),
+            "{r:#}"
+        );
+        assert_eq!(px.finish(), 0);
+        let calls = tool_calls(&t);
+        assert_eq!(calls.len(), 1, "{era:?}: {calls:#?}");
+        assert_eq!(calls[0]["params"]["name"], "echo");
+    }
+}
+
+#[test]
+fn results_pass_whole_whatever_ids_they_hold_in_every_era_pair() {
+    // The top-level id comes last, after ids and JSON-RPC look-alikes deep in the result.
+    let answer = r#"{"result":{"content":[{"type":"text","text":"{\"id\":9,\"jsonrpc\":\"2.0\"}"}],"structuredContent":{"id":"deep","list":[{"id":1},{"id":{"id":2}}],"result":{"id":4}},"_meta":{"x":{"id":3},"io.modelcontextprotocol/serverInfo":{"name":"live-name"}}},"jsonrpc":"2.0","id":@ID@}"#;
+    for server in ERAS {
+        for client in ERAS {
+            let w = World::new();
+            let t = w.transcript("r");
+            lock(&w, "r", &raw_scenario(server, &t));
+            let mut px = Px::start(&w, "r", client);
+            px.hello();
+            let r = px.call(json!("deep"), "raw", json!({"line": answer}));
+            let mut expected: Value = serde_json::from_str::<Value>(&answer.replace("@ID@", "0"))
+                .unwrap()["result"]
+                .clone();
+            // The client sees the locked serverInfo, and a 2026-07-28 client a result type.
+            expected["_meta"]["io.modelcontextprotocol/serverInfo"] =
+                json!({"name": "fake", "version": "1.0.0"});
+            if client == Era::Modern && server == Era::Legacy {
+                expected["resultType"] = json!("complete");
+            }
+            assert_eq!(
+                result_of(&r),
+                &expected,
+                "{server:?} server, {client:?} client"
+            );
+            // A large result passes whole.
+            let r = px.call(json!("big"), "big", json!({"bytes": 3_000_000}));
+            assert_eq!(
+                text_of(&r).len(),
+                3_000_000,
+                "{server:?} server, {client:?} client"
+            );
+            let result = result_of(&r).as_object().unwrap();
+            assert_eq!(
+                result.contains_key("resultType"),
+                client == Era::Modern,
+                "{server:?} server, {client:?} client: {:?}",
+                result.keys().collect::<Vec<_>>()
+            );
+            assert_eq!(px.finish(), 0);
+        }
+    }
+}

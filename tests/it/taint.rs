@@ -1534,16 +1534,24 @@ fn a_damaged_session_state_fails_closed() {
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
     let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
     let dir = w.path().join("state/taint");
+    // The proxy registers in the session right after its handshake answer.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let file = loop {
+        let found = std::fs::read_dir(&dir).ok().and_then(|d| {
+            d.map(|e| e.unwrap().path())
+                .find(|p| p.extension().is_some_and(|e| e == "json"))
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "no session file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "taint dir mode {mode:o}");
     }
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .expect("a session file");
     // Mid-session: a sink on a clean-looking but unreadable state is refused, not forwarded.
     std::fs::write(&file, b"{ not json at all, and longer than before ....").unwrap();
     let (err, text) = tool_text(&px.call("s", "send", json!({"to": "x"})));

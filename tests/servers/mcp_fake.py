@@ -119,6 +119,9 @@ else echo. A tool must be listed; an unknown tool gets -32602.
             subscribed URI (legacy subscribe / modern listen resourceSubscriptions); text
             "updated N"
   crash     exit(5) without answering
+  raw       (behaviors map only) write arguments.line verbatim as the whole answer, with each
+            "@ID@" replaced by the request's id as JSON: for answers a well-behaved server would
+            never write (duplicate keys, members in any order, ids deep inside a result)
 
 Other methods: prompts/get (messages with one user text; unknown prompt or a missing required
 argument -32602), resources/read (listed uri or template match -> text "contents of URI";
@@ -154,7 +157,7 @@ LIST_METHODS = {
 }
 PREFIX_BEHAVIORS = ["echo", "env", "progress", "slow", "big", "error", "sample", "elicit",
                     "roots", "crash"]
-ALL_BEHAVIORS = set(PREFIX_BEHAVIORS) | {"add", "update"}
+ALL_BEHAVIORS = set(PREFIX_BEHAVIORS) | {"add", "update", "raw"}
 THREADED = {"slow", "sample", "elicit", "roots"}
 METHOD_CAPABILITY = {
     "tools/list": "tools", "tools/call": "tools",
@@ -821,6 +824,10 @@ class Server:
                     self.notify("notifications/progress", {"progressToken": token, "progress": i,
                                                            "total": 3, "message": f"step {i}/3"})
             return text("done")
+        if behavior == "raw":
+            line = str(args.get("line", "")).replace("@ID@", dumps(msg_id))
+            self.write_bytes(line.encode("utf-8"), b"\n")
+            return None
         if behavior == "big":
             size = int(args.get("bytes", 1024))
             response = {"jsonrpc": "2.0", "id": msg_id,
