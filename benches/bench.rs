@@ -7,8 +7,9 @@
 //! cargo bench --bench bench -- --quick --only proxy,sandbox           # fewer iterations, some areas
 //! ```
 //!
-//! Areas: `canon`, `show`, `lock`, `verify`, `proxy`, `sandbox`. The bench drives the release
-//! binary `target/release/mcpsum` as a subprocess. Servers: the scriptable Python fake
+//! Areas: `canon`, `show`, `lock`, `verify`, `proxy`, `sandbox`, `egress`. The bench drives the
+//! release binary `target/release/mcpsum` as a subprocess (`egress`: the egress crate's example
+//! `target/release/examples/bench`). Servers: the scriptable Python fake
 //! (`tests/servers/mcp_fake.py`) and a native server built into this bench binary
 //! (`bench --serve-native`, a few microseconds per call), so that what mcpsum adds can be told
 //! apart from a Python server's own cost and noise. Progress goes to stderr, tables to stdout.
@@ -1582,6 +1583,136 @@ fn bench_sandbox(ctx: &Ctx) -> Table {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Egress proxy (issue 6)
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the egress crate's own bench (`egress/examples/bench.rs`, in-process client, proxy and
+/// servers on their own threads) and turns its JSON into a table.
+fn bench_egress(ctx: &Ctx) -> Table {
+    eprintln!("== egress tunnel throughput and set-up");
+    let exe = ctx.root.join("target/release/examples/bench");
+    assert!(
+        exe.exists(),
+        "{} is missing: run `cargo build --release -p mcpsum-egress --example bench` first \
+         (scripts/bench.sh does)",
+        exe.display()
+    );
+    let (mib, rounds) = (ctx.n(256, 128), ctx.n(7, 3));
+    let out = Command::new(&exe)
+        .args([mib.to_string(), rounds.to_string(), "--json".into()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut t = Table::new(
+        "Egress tunnel: throughput and set-up",
+        &format!(
+            "`cargo run --release -p mcpsum-egress --example bench -- {mib} {rounds}` (this \
+             bench runs it with `--json`). One process, each party on its own thread with its own \
+             current-thread runtime: the client, the servers, and the proxy (as in mcpsum, a \
+             current-thread runtime). Direct = the client connects to the server over loopback \
+             TCP; proxied = the same client and server, the same bytes (a ClientHello, then \
+             {mib} MiB in 64 KiB writes, counted by the server), through `CONNECT` to the proxy. \
+             {rounds} rounds, each running every path once in a rotating order; throughput = \
+             best MB/s over the rounds, and proxied/direct = median over the rounds of the two \
+             paths' ratio in the same round. On-CPU time per GiB of each thread from \
+             `/proc/self/task/*/schedstat`, medians over the rounds. On loopback a write also \
+             runs the receiving socket's TCP input and a read's ACK can push the peer's queued \
+             data, so work moves between threads: compare the totals. The set-up rows compare \
+             300 direct connects or handshakes with the same through the proxy (median)."
+        ),
+    );
+    let f = |kind: &str, path: &str, key: &str| v[kind][path][key].as_f64().unwrap_or(f64::NAN);
+    let cpu = |kind: &str, path: &str, who: &str| {
+        v[kind][path]["cpu_ms_per_gib"][who]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+    };
+    for (kind, name) in [
+        ("raw", "raw TCP after a ClientHello"),
+        ("tls", "TLS 1.3 bulk data (rustls, ring)"),
+    ] {
+        let direct = format!("direct {:.0} MB/s", f(kind, "direct", "mbps_best"));
+        let ratio = f(kind, "copy", "ratio_median");
+        t.row(
+            &format!("{name}: tunnel throughput, copying relay (default)"),
+            format!(
+                "{:.0} MB/s · {:.0}% of direct",
+                f(kind, "copy", "mbps_best"),
+                100.0 * ratio
+            ),
+            direct.clone(),
+            "≥ 90 % of direct",
+            Some(ratio >= 0.9),
+        );
+        t.row(
+            &format!("{name}: tunnel throughput, splice relay (`zero_copy`, opt-in)"),
+            format!(
+                "{:.0} MB/s · {:.0}% of direct",
+                f(kind, "splice", "mbps_best"),
+                100.0 * f(kind, "splice", "ratio_median")
+            ),
+            direct,
+            "compare",
+            None,
+        );
+        let split = |path: &str| {
+            format!(
+                "{:.0} + {:.0} + {:.0} = {:.0} ms",
+                cpu(kind, path, "client"),
+                cpu(kind, path, "server"),
+                cpu(kind, path, "relay"),
+                cpu(kind, path, "total")
+            )
+        };
+        t.row(
+            &format!("{name}: on-CPU per GiB, client + server + relay"),
+            format!("copy {} · splice {}", split("copy"), split("splice")),
+            format!(
+                "direct {:.0} + {:.0} = {:.0} ms",
+                cpu(kind, "direct", "client"),
+                cpu(kind, "direct", "server"),
+                cpu(kind, "direct", "total")
+            ),
+            "diagnostic",
+            None,
+        );
+    }
+    for (key, name) in [
+        (
+            "tcp",
+            "added set-up: TCP connect vs `CONNECT IP:port` → 200",
+        ),
+        (
+            "tls",
+            "added set-up: TCP + TLS handshake, name target (no DNS)",
+        ),
+    ] {
+        let s = &v["setup"][key];
+        let g = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+        let added = g("added_ms");
+        t.row(
+            name,
+            fmt_ms(added),
+            format!(
+                "direct {} · proxied {}",
+                fmt_ms(g("direct_ms")),
+                fmt_ms(g("proxied_ms"))
+            ),
+            "≤ 1 ms",
+            Some(added <= 1.0),
+        );
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -1654,6 +1785,9 @@ fn main() {
     }
     if want("sandbox") {
         tables.push(bench_sandbox(&ctx));
+    }
+    if want("egress") {
+        tables.push(bench_egress(&ctx));
     }
     for t in &tables {
         t.print();

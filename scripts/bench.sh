@@ -5,7 +5,7 @@
 #
 #   scripts/bench.sh                 # full run (~3 min after the build), writes BENCHMARKS.md
 #   scripts/bench.sh --quick         # fewer iterations
-#   scripts/bench.sh --only proxy    # some areas: canon,show,lock,verify,proxy,sandbox
+#   scripts/bench.sh --only proxy    # some areas: canon,taint,show,lock,verify,proxy,sandbox,egress
 #   BENCH_OUT=/tmp/b.md scripts/bench.sh   # write elsewhere
 #
 # Needs Linux, /usr/bin/python3 (the fake server) and, for the sandbox area, what
@@ -18,6 +18,7 @@ args=("$@")
 
 echo "building release binary and bench..." >&2
 cargo build --release --bin mcpsum >&2
+cargo build --release -p mcpsum-egress --example bench >&2
 cargo bench --bench bench --no-run >&2
 
 body="$(mktemp)"
@@ -33,9 +34,10 @@ dirty="$(git status --porcelain -- src sandbox egress Cargo.toml Cargo.lock 2>/d
 {
   echo "# Benchmarks"
   echo
-  echo "Speed and memory figures for the lock core (issue 2), the proxy (issue 3) and the"
-  echo "sandbox (issue 5). Every figure is printed beside a baseline measured in the same run;"
-  echo "nothing here is asserted in a test. Regenerate with the command below."
+  echo "Speed and memory figures for the lock core (issue 2), the proxy (issue 3), the sandbox"
+  echo "(issue 5) and the egress proxy (issue 6). Every figure is printed beside a baseline"
+  echo "measured in the same run; nothing here is asserted in a test. Regenerate with the"
+  echo "command below."
   echo
   echo "- **Command:** \`scripts/bench.sh${args[*]:+ ${args[*]}}\` (builds \`target/release/mcpsum\`, then \`cargo bench --bench bench${args[*]:+ -- ${args[*]}}\`)"
   echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M UTC')"

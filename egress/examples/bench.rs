@@ -1,11 +1,35 @@
 //! Egress micro-benchmark: tunnel throughput against a direct loopback TCP connection, and the
-//! set-up time the proxy adds, side by side in one run. Prints figures; asserts nothing.
+//! set-up time the proxy adds, side by side in one run. Prints figures; asserts nothing except
+//! that every byte arrived.
 //!
 //! ```sh
-//! cargo run --release -p mcpsum-egress --example bench            # 1 GiB per transfer
-//! cargo run --release -p mcpsum-egress --example bench -- 256      # MiB per transfer
+//! cargo run --release -p mcpsum-egress --example bench                # 1 GiB per transfer, 5 rounds
+//! cargo run --release -p mcpsum-egress --example bench -- 256 9       # MiB per transfer, rounds
+//! cargo run --release -p mcpsum-egress --example bench -- 256 3 --only copy,raw   # for perf/strace
+//! cargo run --release -p mcpsum-egress --example bench -- 256 --json  # for benches/bench.rs
 //! ```
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+//!
+//! `--only` takes paths (`direct`, `copy`, `splice`), kinds (`raw`, `tls`) and `setup`; a group
+//! none of whose items is named runs whole, except `setup`, which runs only when named (or
+//! without `--only`).
+//!
+//! Each party runs on its own thread with its own current-thread runtime, as in mcpsum (whose
+//! egress proxy runs on its current-thread runtime, in another process than the server): the
+//! client on the main thread, the servers on `bench-server`, both proxies (copying relay, the
+//! default, and splice relay, `Limits::zero_copy`) on `bench-proxy`. A direct and a proxied
+//! transfer use the same client and server code and move the same bytes (the hello included);
+//! only the path differs. Each round runs every path once, in a rotating order.
+//!
+//! Besides wall-clock throughput, which other load on the machine distorts, the bench reports each
+//! thread's on-CPU time per GiB (`/proc/self/task/TID/schedstat`), which load barely changes. On
+//! loopback a socket write also runs the receiving socket's TCP input, and a read's ACK can push
+//! the peer's queued data, so work moves between the threads: compare totals.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::cast_precision_loss
+)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -18,24 +42,144 @@ use common::{
     FakeResolver, Mode, client_config, connect_request, connect_via, pki, server_name, tls_server,
 };
 use mcpsum_egress::{Allowlist, AuditSink, EgressConfig, EgressRecord, serve};
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Handle;
 
+/// Size of each write of the client, and of each read of the servers.
 const CHUNK: usize = 64 * 1024;
+const PATHS: [&str; 3] = ["direct", "copy", "splice"];
+const KINDS: [&str; 2] = ["raw", "tls"];
 
-#[tokio::main]
-async fn main() {
-    let mib: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1024);
-    let total = mib * 1024 * 1024;
+struct Args {
+    mib: u64,
+    rounds: usize,
+    only: Vec<String>,
+    json: bool,
+}
 
+impl Args {
+    fn parse() -> Args {
+        let mut a = Args {
+            mib: 1024,
+            rounds: 5,
+            only: Vec::new(),
+            json: false,
+        };
+        let mut numbers = 0;
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--json" => a.json = true,
+                "--only" => {
+                    let list = it.next().expect("--only needs a list, e.g. copy,raw");
+                    a.only = list.split(',').map(str::to_owned).collect();
+                }
+                n => {
+                    let v: u64 = n
+                        .parse()
+                        .expect("usage: bench [MiB] [rounds] [--only LIST]");
+                    if numbers == 0 {
+                        a.mib = v.max(1);
+                    } else {
+                        a.rounds = usize::try_from(v).unwrap_or(1).max(1);
+                    }
+                    numbers += 1;
+                }
+            }
+        }
+        a
+    }
+
+    /// Whether `item` runs: all of a group run unless `--only` names one of that group.
+    fn wants(&self, item: &str, group: &[&str]) -> bool {
+        let named = |x: &&str| self.only.iter().any(|o| o == x);
+        !group.iter().any(named) || named(&item)
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let server = Worker::start("bench-server");
+    let proxy = Worker::start("bench-proxy");
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    client.block_on(bench(&args, &server, &proxy));
+}
+
+/// A thread running a current-thread runtime until the process ends.
+struct Worker {
+    handle: Handle,
+    tid: u32,
+}
+
+impl Worker {
+    fn start(name: &str) -> Worker {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                tx.send((rt.handle().clone(), this_tid())).unwrap();
+                rt.block_on(std::future::pending::<()>());
+            })
+            .unwrap();
+        let (handle, tid) = rx.recv().unwrap();
+        Worker { handle, tid }
+    }
+
+    /// Run `f` on this worker's thread and wait for its result.
+    async fn run<F>(&self, f: F) -> F::Output
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(f).await.unwrap()
+    }
+}
+
+fn this_tid() -> u32 {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// On-CPU nanoseconds of thread `tid` of this process.
+fn cpu_ns(tid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Voluntary and involuntary context switches of thread `tid` of this process.
+fn switches(tid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    s.lines()
+        .filter(|l| l.contains("ctxt_switches"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
+    let total = args.mib * 1024 * 1024;
     let pki = pki(&["bench.example", "127.0.0.1"]);
-    let tls_sink = tls_server(pki.server.clone(), Mode::Sink).await;
-    let tls_echo = tls_server(pki.server.clone(), Mode::Echo).await;
-    let raw_sink = raw_sink_server().await;
+    let (tls_sink, tls_echo, raw_sink) = {
+        let cfg = pki.server.clone();
+        server
+            .run(async move {
+                (
+                    tls_server(cfg.clone(), Mode::Sink).await,
+                    tls_server(cfg, Mode::Echo).await,
+                    raw_sink_server().await,
+                )
+            })
+            .await
+    };
 
     let allow: Vec<String> = [
         format!("bench.example:{}", tls_echo.port()),
@@ -45,138 +189,346 @@ async fn main() {
     ]
     .into();
     let resolver = FakeResolver::with(&[("bench.example", &["127.0.0.1"])]);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = listener.local_addr().unwrap();
-    // Audit to a Vec-free sink that still serialises each record, as the real log would.
+    // Audit to a sink that still serialises each record, as the real log would.
     let audit: AuditSink = Arc::new(|r: &EgressRecord| {
         std::hint::black_box(r.to_json_line());
         Ok(())
     });
-    let mut config = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
-    config.limits.zero_copy = true;
-    let mut copying = config.clone();
-    copying.limits.zero_copy = false;
-    let listener_copy = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy_copy = listener_copy.local_addr().unwrap();
-    let never = std::future::pending::<()>;
-    tokio::spawn(serve(
-        listener,
-        Arc::new(config),
-        resolver.clone(),
-        audit.clone(),
-        never(),
-    ));
-    tokio::spawn(serve(
-        listener_copy,
-        Arc::new(copying),
-        resolver,
-        audit,
-        never(),
-    ));
+    let copying = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
+    let mut splicing = copying.clone();
+    splicing.limits.zero_copy = true;
+    let (proxy_copy, proxy_splice) = proxy
+        .run(async move {
+            let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let b = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addrs = (a.local_addr().unwrap(), b.local_addr().unwrap());
+            let never = std::future::pending::<()>;
+            let (r, s) = (resolver.clone(), audit.clone());
+            tokio::spawn(serve(a, Arc::new(copying), r, s, never()));
+            tokio::spawn(serve(b, Arc::new(splicing), resolver, audit, never()));
+            addrs
+        })
+        .await;
 
     let hello = client_hello("127.0.0.1");
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = loadavg();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    println!(
-        "egress bench: {mib} MiB per transfer, {CHUNK} B writes; {cores} cores, loadavg {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    println!(
-        "{:<40} {:>10} {:>18} {:>18}   CPU ms/GiB: direct / splice / copy",
-        "throughput (best of 3)", "direct", "proxied (splice)", "proxied (copy)"
-    );
-    let mut raw: [Option<Run>; 3] = [None; 3];
-    let mut tls: [Option<Run>; 3] = [None; 3];
-    for _ in 0..3 {
-        raw[0] = Run::best(raw[0], raw_transfer(raw_sink, None, total).await);
-        raw[1] = Run::best(
-            raw[1],
-            raw_transfer(proxy, Some((raw_sink, &hello)), total).await,
-        );
-        raw[2] = Run::best(
-            raw[2],
-            raw_transfer(proxy_copy, Some((raw_sink, &hello)), total).await,
-        );
-        tls[0] = Run::best(tls[0], tls_transfer(&pki.ca, tls_sink, None, total).await);
-        tls[1] = Run::best(
-            tls[1],
-            tls_transfer(&pki.ca, proxy, Some(tls_sink), total).await,
-        );
-        tls[2] = Run::best(
-            tls[2],
-            tls_transfer(&pki.ca, proxy_copy, Some(tls_sink), total).await,
+    if !args.json {
+        println!(
+            "egress bench: {} MiB per transfer, {} KiB writes, rounds: {}; {cores} cores, \
+             loadavg {load}",
+            args.mib,
+            CHUNK / 1024,
+            args.rounds
         );
     }
-    let row = |name: &str, r: [Option<Run>; 3]| {
-        let [d, p, c] = r.map(|x| x.unwrap());
-        println!(
-            "{name:<40} {:>5.0} MB/s {:>5.0} MB/s {:>5.1}% {:>5.0} MB/s {:>5.1}%   {:.0} / {:.0} / {:.0}",
-            d.mbps,
-            p.mbps,
-            100.0 * p.mbps / d.mbps,
-            c.mbps,
-            100.0 * c.mbps / d.mbps,
-            d.cpu_ms_per_gib,
-            p.cpu_ms_per_gib,
-            c.cpu_ms_per_gib,
-        );
+    let threads = Threads {
+        client: this_tid(),
+        server: server.tid,
+        proxy: proxy.tid,
     };
-    row("raw TCP after a ClientHello (relay only)", raw);
-    row("TLS 1.3 (rustls, ring) bulk data", tls);
+    let ca = &pki.ca;
+    // runs[kind][path], one entry per round.
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); 3]; 2];
+    for round in 0..args.rounds {
+        // Rotate the order so no path always runs first, or always right after another.
+        for k in 0..3 {
+            let path = (round + k) % 3;
+            if !args.wants(PATHS[path], &PATHS) {
+                continue;
+            }
+            let via = [None, Some(proxy_copy), Some(proxy_splice)][path];
+            if args.wants("raw", &KINDS) {
+                let r = threads
+                    .measure(total, raw_transfer(raw_sink, via, &hello, total))
+                    .await;
+                runs[0][path].push(r);
+            }
+            if args.wants("tls", &KINDS) {
+                let r = threads
+                    .measure(total, tls_transfer(ca, tls_sink, via, total))
+                    .await;
+                runs[1][path].push(r);
+            }
+        }
+    }
+    let figures: Vec<Vec<Option<Figures>>> = runs
+        .iter()
+        .map(|by_path| {
+            by_path
+                .iter()
+                .map(|r| Figures::of(r, &by_path[0]))
+                .collect()
+        })
+        .collect();
+    let setup = if args.only.is_empty() || args.only.iter().any(|o| o == "setup") {
+        Some(setup_times(ca, tls_echo, proxy_copy).await)
+    } else {
+        None
+    };
 
-    let n = 300;
-    let mut direct_tcp = Vec::new();
-    let mut proxied_tcp = Vec::new();
-    let mut direct_tls = Vec::new();
-    let mut proxied_tls = Vec::new();
-    for _ in 0..n {
-        direct_tcp.push(time(TcpStream::connect(tls_echo)).await);
-        proxied_tcp.push(
-            time(async {
-                connect_via(
-                    proxy,
-                    &connect_request(&format!("127.0.0.1:{}", tls_echo.port())),
-                )
-                .await
-            })
-            .await,
-        );
-        direct_tls.push(time(handshake(&pki.ca, tls_echo, None, "bench.example")).await);
-        proxied_tls.push(time(handshake(&pki.ca, proxy, Some(tls_echo), "bench.example")).await);
+    if args.json {
+        let mut out = json!({
+            "mib": args.mib,
+            "rounds": args.rounds,
+            "write_bytes": CHUNK,
+            "cores": cores,
+            "loadavg": load,
+        });
+        for (k, kind) in KINDS.iter().enumerate() {
+            for (p, path) in PATHS.iter().enumerate() {
+                if let Some(f) = &figures[k][p] {
+                    out[*kind][*path] = f.json();
+                }
+            }
+        }
+        if let Some(s) = &setup {
+            out["setup"] = s.json();
+        }
+        println!("{out}");
+        return;
     }
-    println!();
-    println!(
-        "{:<44} {:>10} {:>10} {:>10}",
-        format!("set-up, {n} runs (median / p90)"),
+    print_figures(&figures);
+    if let Some(s) = &setup {
+        s.print();
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn print_figures(figures: &[Vec<Option<Figures>>]) {
+    let names = ["raw TCP after a ClientHello", "TLS 1.3 (rustls, ring) bulk"];
+    let paths = [
         "direct",
-        "proxied",
-        "added"
+        "copying relay (default)",
+        "splice relay (zero_copy)",
+    ];
+    println!(
+        "\nthroughput, MB/s best of rounds (proxied/direct: median over rounds of the same round's ratio)"
     );
-    let srow = |name: &str, d: &mut Vec<Duration>, p: &mut Vec<Duration>| {
-        let (dm, d9) = stats(d);
-        let (pm, p9) = stats(p);
-        println!(
-            "{name:<44} {:>7.3} ms {:>7.3} ms {:>7.3} ms   (p90 {:.3} / {:.3})",
-            ms(dm),
-            ms(pm),
-            ms(pm) - ms(dm),
-            ms(d9),
-            ms(p9)
-        );
+    for (k, name) in names.iter().enumerate() {
+        if figures[k].iter().all(Option::is_none) {
+            continue;
+        }
+        let mut line = format!("{name:<30}");
+        for (p, path) in paths.iter().enumerate() {
+            if let Some(f) = &figures[k][p] {
+                line += &format!("  {path} {:.0}", f.mbps_best);
+                if let Some(r) = f.ratio {
+                    line += &format!(" ({:.0}%)", 100.0 * r);
+                }
+            }
+        }
+        println!("{line}");
+    }
+    println!(
+        "\non-CPU ms per GiB, medians over rounds: client + server + relay = total; switches per GiB"
+    );
+    for (k, name) in KINDS.iter().enumerate() {
+        for (p, path) in paths.iter().enumerate() {
+            if let Some(f) = &figures[k][p] {
+                println!(
+                    "{:<34} {:>5.0} + {:>5.0} + {:>5.0} = {:>5.0}   {:>6.0} / {:>6.0} / {:>6.0}",
+                    format!("{name}, {path}"),
+                    f.client,
+                    f.server,
+                    f.relay,
+                    f.total,
+                    f.switches[0],
+                    f.switches[1],
+                    f.switches[2],
+                );
+            }
+        }
+    }
+}
+
+struct Threads {
+    client: u32,
+    server: u32,
+    proxy: u32,
+}
+
+impl Threads {
+    /// Run one transfer of `total` bytes and measure it.
+    async fn measure<F: std::future::Future<Output = ()>>(&self, total: u64, f: F) -> Run {
+        let tids = [self.client, self.server, self.proxy];
+        let cpu0 = tids.map(cpu_ns);
+        let sw0 = tids.map(switches);
+        let t = Instant::now();
+        f.await;
+        let wall = t.elapsed().as_secs_f64();
+        let cpu1 = tids.map(cpu_ns);
+        let sw1 = tids.map(switches);
+        let gib = total as f64 / f64::from(1u32 << 30);
+        let per_gib = |i: usize| (cpu1[i] - cpu0[i]) as f64 / 1e6 / gib;
+        Run {
+            mbps: total as f64 / wall / 1e6,
+            cpu: [per_gib(0), per_gib(1), per_gib(2)],
+            switches: [0, 1, 2].map(|i| (sw1[i] - sw0[i]) as f64 / gib),
+        }
+    }
+}
+
+/// One transfer: wall-clock MB/s, and per thread (client, server, relay) on-CPU ms per GiB and
+/// context switches per GiB.
+#[derive(Clone, Copy)]
+struct Run {
+    mbps: f64,
+    cpu: [f64; 3],
+    switches: [f64; 3],
+}
+
+/// One path's figures over the rounds.
+struct Figures {
+    mbps_best: f64,
+    mbps_median: f64,
+    /// Median over rounds of this path's MB/s over the direct path's in the same round.
+    ratio: Option<f64>,
+    client: f64,
+    server: f64,
+    relay: f64,
+    total: f64,
+    switches: [f64; 3],
+}
+
+impl Figures {
+    fn of(runs: &[Run], direct: &[Run]) -> Option<Figures> {
+        if runs.is_empty() {
+            return None;
+        }
+        let med = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
+        let ratio = (!direct.is_empty()).then(|| {
+            median(
+                runs.iter()
+                    .zip(direct)
+                    .map(|(r, d)| r.mbps / d.mbps)
+                    .collect(),
+            )
+        });
+        Some(Figures {
+            mbps_best: runs.iter().map(|r| r.mbps).fold(0.0, f64::max),
+            mbps_median: med(&|r| r.mbps),
+            ratio,
+            client: med(&|r| r.cpu[0]),
+            server: med(&|r| r.cpu[1]),
+            relay: med(&|r| r.cpu[2]),
+            total: med(&|r| r.cpu.iter().sum()),
+            switches: [0, 1, 2].map(|i| med(&|r| r.switches[i])),
+        })
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "mbps_best": self.mbps_best,
+            "mbps_median": self.mbps_median,
+            "ratio_median": self.ratio,
+            "cpu_ms_per_gib": {
+                "client": self.client,
+                "server": self.server,
+                "relay": self.relay,
+                "total": self.total,
+            },
+            "switches_per_gib": {
+                "client": self.switches[0],
+                "server": self.switches[1],
+                "relay": self.switches[2],
+            },
+        })
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Set-up times of the direct and the proxied path, sorted.
+type Pair = (Vec<Duration>, Vec<Duration>);
+
+struct Setup {
+    runs: usize,
+    /// A TCP connect against `CONNECT IP:port` -> 200.
+    tcp: Pair,
+    /// A TCP connect and TLS handshake, directly and through the proxy.
+    tls: Pair,
+}
+
+async fn setup_times(ca: &CertificateDer<'static>, echo: SocketAddr, proxy: SocketAddr) -> Setup {
+    let runs = 300;
+    let mut s = Setup {
+        runs,
+        tcp: (Vec::new(), Vec::new()),
+        tls: (Vec::new(), Vec::new()),
     };
-    srow(
-        "TCP connect vs CONNECT IP:port -> 200",
-        &mut direct_tcp,
-        &mut proxied_tcp,
-    );
-    srow(
-        "TCP + TLS handshake, name target (no DNS)",
-        &mut direct_tls,
-        &mut proxied_tls,
-    );
+    let target = connect_request(&format!("127.0.0.1:{}", echo.port()));
+    for _ in 0..runs {
+        s.tcp.0.push(time(TcpStream::connect(echo)).await);
+        s.tcp.1.push(time(connect_via(proxy, &target)).await);
+        s.tls
+            .0
+            .push(time(handshake(ca, echo, None, "bench.example")).await);
+        s.tls
+            .1
+            .push(time(handshake(ca, proxy, Some(echo), "bench.example")).await);
+    }
+    for v in [&mut s.tcp.0, &mut s.tcp.1, &mut s.tls.0, &mut s.tls.1] {
+        v.sort();
+    }
+    s
+}
+
+impl Setup {
+    fn rows(&self) -> [(&'static str, &'static str, &Pair); 2] {
+        [
+            ("tcp", "TCP connect vs CONNECT IP:port -> 200", &self.tcp),
+            (
+                "tls",
+                "TCP + TLS handshake, name target (no DNS)",
+                &self.tls,
+            ),
+        ]
+    }
+
+    fn print(&self) {
+        println!(
+            "\n{:<44} {:>10} {:>10} {:>10}",
+            format!("set-up, {} runs (median / p90)", self.runs),
+            "direct",
+            "proxied",
+            "added"
+        );
+        for (_, name, (d, p)) in self.rows() {
+            let (dm, pm) = (ms(pct(d, 50)), ms(pct(p, 50)));
+            println!(
+                "{name:<44} {dm:>7.3} ms {pm:>7.3} ms {:>7.3} ms   (p90 {:.3} / {:.3})",
+                pm - dm,
+                ms(pct(d, 90)),
+                ms(pct(p, 90))
+            );
+        }
+    }
+
+    fn json(&self) -> Value {
+        let mut out = json!({"runs": self.runs});
+        for (key, _, (d, p)) in self.rows() {
+            out[key] = json!({
+                "direct_ms": ms(pct(d, 50)),
+                "proxied_ms": ms(pct(p, 50)),
+                "added_ms": ms(pct(p, 50)) - ms(pct(d, 50)),
+                "direct_p90_ms": ms(pct(d, 90)),
+                "proxied_p90_ms": ms(pct(p, 90)),
+            });
+        }
+        out
+    }
 }
 
 async fn time<F: std::future::Future>(f: F) -> Duration {
@@ -185,9 +537,9 @@ async fn time<F: std::future::Future>(f: F) -> Duration {
     t.elapsed()
 }
 
-fn stats(v: &mut [Duration]) -> (Duration, Duration) {
-    v.sort();
-    (v[v.len() / 2], v[v.len() * 9 / 10])
+/// The `p`th percentile of sorted `v`.
+fn pct(v: &[Duration], p: usize) -> Duration {
+    v[(v.len() - 1) * p / 100]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -213,6 +565,7 @@ async fn raw_sink_server() -> SocketAddr {
     tokio::spawn(async move {
         loop {
             let (mut s, _) = l.accept().await.unwrap();
+            s.set_nodelay(true).unwrap();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; CHUNK];
                 let mut n: u64 = 0;
@@ -229,7 +582,8 @@ async fn raw_sink_server() -> SocketAddr {
     addr
 }
 
-async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64) {
+/// Write `total` bytes, half-close, and check the server's count of what it received.
+async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64, before: u64) {
     let buf = vec![0x5au8; CHUNK];
     let mut sent = 0u64;
     while sent < total {
@@ -240,80 +594,46 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64) {
     s.shutdown().await.unwrap();
     let mut count = [0u8; 8];
     s.read_exact(&mut count).await.unwrap();
+    assert_eq!(u64::from_be_bytes(count), before + total, "bytes lost");
 }
 
-/// MB/s of `total` bytes to the raw sink, directly or through the proxy (after a real hello).
-async fn raw_transfer(addr: SocketAddr, via: Option<(SocketAddr, &[u8])>, total: u64) -> Run {
-    let (t, c) = (Instant::now(), cpu_ticks());
+/// `total` bytes to the raw sink, directly or through the proxy. Both send the same hello first
+/// (the proxy requires one), so both move the same bytes.
+async fn raw_transfer(sink: SocketAddr, via: Option<SocketAddr>, hello: &[u8], total: u64) {
     let mut s = match via {
-        None => TcpStream::connect(addr).await.unwrap(),
-        Some((sink, hello)) => {
-            let (mut s, status, _) = connect_via(
-                addr,
-                &connect_request(&format!("127.0.0.1:{}", sink.port())),
-            )
-            .await;
+        None => {
+            let s = TcpStream::connect(sink).await.unwrap();
+            s.set_nodelay(true).unwrap();
+            s
+        }
+        Some(proxy) => {
+            let target = format!("127.0.0.1:{}", sink.port());
+            let (s, status, _) = connect_via(proxy, &connect_request(&target)).await;
             assert_eq!(status, 200);
-            s.write_all(hello).await.unwrap();
             s
         }
     };
-    pump(&mut s, total).await;
-    Run::measure(t, c, total)
+    s.write_all(hello).await.unwrap();
+    pump(&mut s, total, hello.len() as u64).await;
 }
 
 async fn tls_transfer(
-    ca: &rustls::pki_types::CertificateDer<'static>,
-    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    sink: SocketAddr,
     via: Option<SocketAddr>,
     total: u64,
-) -> Run {
-    let (t, c) = (Instant::now(), cpu_ticks());
-    let mut tls = handshake(ca, addr, via, "127.0.0.1").await;
-    pump(&mut tls, total).await;
-    Run::measure(t, c, total)
+) {
+    let mut tls = match via {
+        None => handshake(ca, sink, None, "127.0.0.1").await,
+        Some(proxy) => handshake(ca, proxy, Some(sink), "127.0.0.1").await,
+    };
+    pump(&mut tls, total, 0).await;
 }
 
-/// One transfer: wall-clock throughput, and the CPU time the whole process (client, proxy and
-/// server together) spent per GiB, which stays meaningful when other jobs share the cores.
-#[derive(Clone, Copy)]
-struct Run {
-    mbps: f64,
-    cpu_ms_per_gib: f64,
-}
-
-impl Run {
-    fn measure(t: Instant, ticks: u64, total: u64) -> Run {
-        let wall = t.elapsed().as_secs_f64();
-        let cpu_ms = (cpu_ticks() - ticks) as f64 * 10.0;
-        Run {
-            mbps: total as f64 / wall / 1e6,
-            cpu_ms_per_gib: cpu_ms / (total as f64 / f64::from(1u32 << 30)),
-        }
-    }
-    fn best(a: Option<Run>, b: Run) -> Option<Run> {
-        Some(match a {
-            None => b,
-            Some(a) => Run {
-                mbps: a.mbps.max(b.mbps),
-                cpu_ms_per_gib: a.cpu_ms_per_gib.min(b.cpu_ms_per_gib),
-            },
-        })
-    }
-}
-
-/// utime + stime of this process in clock ticks (100 per second on Linux).
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // Fields after the command: state is index 0, utime is field 14 overall (index 11 here).
-    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
-}
-
+/// A TLS session to `addr`, or, when `via` is given, to `via` through the proxy at `addr`. Both
+/// sockets have `TCP_NODELAY`, as `connect_via` sets it.
 async fn handshake(
-    ca: &rustls::pki_types::CertificateDer<'static>,
+    ca: &CertificateDer<'static>,
     addr: SocketAddr,
     via: Option<SocketAddr>,
     name: &str,

@@ -1,8 +1,16 @@
 //! Linux relay with `splice(2)`: each direction goes through a private pipe, so tunnel bytes move
 //! between the two sockets inside the kernel instead of through a user-space buffer. Opt-in
-//! ([`crate::Limits::zero_copy`]): on loopback (Linux 6.18, 2 cores) `examples/bench.rs` measured
-//! no gain over the copying relay (about the same CPU per GiB), and it costs four descriptors per
-//! tunnel. It may pay off when the upstream is a real NIC; measure before turning it on.
+//! ([`crate::Limits::zero_copy`]) because on loopback it costs more CPU in total, not less
+//! (`examples/bench.rs`, Linux 6.18, 2 cores): the relay thread spends about what the copying
+//! relay's does (with a 1 MiB pipe, `F_SETPIPE_SZ`, a third to a half less), but the endpoints
+//! spend 300-500 ms more per GiB, so the total rises by about half and throughput falls. The
+//! spliced pages are the sender's own: the receiver copies out of memory that is no longer in
+//! the cache (`perf`: its copy-out alone takes three times the samples of all copy-outs with the
+//! copying relay) and the sender cannot recycle its page fragments, whereas the copying relay
+//! hands on pages it has just written. Each tunnel also costs four descriptors, and pipe capacity
+//! counts against the user's pipe budget (`/proc/sys/fs/pipe-user-pages-soft`), so the pipes
+//! keep their default size. It may pay off when the upstream is a real NIC and the CPU is not
+//! the limit; measure before turning it on.
 //! Only nix's safe wrappers are used; this crate stays `forbid(unsafe_code)`.
 
 use std::io;
