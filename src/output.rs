@@ -52,6 +52,12 @@ pub mod style {
 /// tab, DEL, C1) and bidirectional overrides are shown as `\u{..}` escapes, so a description
 /// cannot conceal text, erase lines or reorder what a reviewer reads.
 pub fn sanitize(text: &str) -> String {
+    if text
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t'))
+    {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
@@ -66,6 +72,9 @@ pub fn sanitize(text: &str) -> String {
 
 /// Like [`sanitize`], for one line: newlines and tabs are escaped too.
 pub fn sanitize_line(text: &str) -> String {
+    if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
+        return text.to_owned();
+    }
     sanitize(text).replace('\n', "\\n").replace('\t', "\\t")
 }
 

@@ -26,6 +26,8 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
             "{}\n",
             serde_json::to_string_pretty(&doc).unwrap_or_default()
         ));
+        drop(selected);
+        lockfile::release_at_exit(lock);
         return Ok(Exit::Ok);
     }
     let mut out = String::new();
@@ -39,6 +41,8 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
         out.push_str("no servers locked\n");
     }
     output::stdout(&out);
+    drop(selected);
+    lockfile::release_at_exit(lock);
     Ok(Exit::Ok)
 }
 
