@@ -214,6 +214,17 @@ impl<'a, S: Sink> Writer<'a, S> {
     }
 
     fn object(&mut self, map: &'a Map<String, Value>) {
+        if map.len() <= 1 {
+            // Nothing to sort (common in schemas: `{"type": "string"}`).
+            self.sink.put(b"{");
+            if let Some((key, value)) = map.iter().next() {
+                self.string(key);
+                self.sink.put(b":");
+                self.value(value);
+            }
+            self.sink.put(b"}");
+            return;
+        }
         let start = self.members.len();
         self.members
             .extend(map.iter().map(|(k, v)| (k.as_str(), v)));

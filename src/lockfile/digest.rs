@@ -80,21 +80,38 @@ impl FromStr for Sha256Digest {
         if digits.len() != 64 {
             return Err(bad());
         }
-        let nibble = |b: u8| match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            _ => None,
-        };
         let mut out = [0u8; 32];
+        let mut invalid = 0u8;
         for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-            match (nibble(pair[0]), nibble(pair[1])) {
-                (Some(hi), Some(lo)) => *byte = hi << 4 | lo,
-                _ => return Err(bad()),
-            }
+            let (hi, lo) = (
+                HEX_VALUE[usize::from(pair[0])],
+                HEX_VALUE[usize::from(pair[1])],
+            );
+            invalid |= hi | lo;
+            *byte = hi << 4 | lo;
+        }
+        if invalid & 0xF0 != 0 {
+            return Err(bad());
         }
         Ok(Self(out))
     }
 }
+
+/// The value of a lowercase hex digit; 0xFF for any other byte.
+static HEX_VALUE: [u8; 256] = {
+    let mut t = [0xFF; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 impl Serialize for Sha256Digest {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -1,5 +1,7 @@
-//! Reading `mcp.lock`: peek at the version, parse strictly (no duplicate or unknown keys), then
-//! validate every rule and recompute every digest, gathering all problems in one pass (I3).
+//! Reading `mcp.lock`: parse strictly (no duplicate or unknown keys) straight into the typed model,
+//! then validate every rule and recompute every digest, gathering all problems in one pass (I3).
+//! A file that does not parse is parsed again step by step (the version first) to say what is
+//! wrong and where.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
