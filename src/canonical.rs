@@ -119,24 +119,27 @@ impl Sink for Vec<u8> {
     }
 }
 
-/// SHA-256 fed in blocks of [`HASH_CHUNK`] bytes: many small writes cost one copy each.
+/// SHA-256 fed in blocks of [`HASH_CHUNK`] bytes: many small writes cost one copy each. The
+/// buffer lives inline, so a digest allocates nothing.
 struct HashSink {
     hasher: Sha256,
-    buf: Vec<u8>,
+    buf: [u8; HASH_CHUNK],
+    len: usize,
 }
 
-const HASH_CHUNK: usize = 8192;
+const HASH_CHUNK: usize = 1024;
 
 impl HashSink {
     fn new() -> Self {
         Self {
             hasher: Sha256::new(),
-            buf: Vec::with_capacity(HASH_CHUNK),
+            buf: [0; HASH_CHUNK],
+            len: 0,
         }
     }
 
     fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf);
+        self.hasher.update(&self.buf[..self.len]);
         self.hasher.finalize().into()
     }
 }
@@ -144,15 +147,19 @@ impl HashSink {
 impl Sink for HashSink {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > HASH_CHUNK {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-            if bytes.len() > HASH_CHUNK {
-                self.hasher.update(bytes);
-                return;
-            }
+        if let Some(room) = self.buf.get_mut(self.len..self.len + bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.len += bytes.len();
+            return;
         }
-        self.buf.extend_from_slice(bytes);
+        self.hasher.update(&self.buf[..self.len]);
+        self.len = 0;
+        if bytes.len() >= HASH_CHUNK {
+            self.hasher.update(bytes);
+        } else {
+            self.buf[..bytes.len()].copy_from_slice(bytes);
+            self.len = bytes.len();
+        }
     }
 }
 
@@ -399,8 +406,20 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Value::Object(Map::new()));
+        };
+        let StrictValue(value) = map.next_value_seed(StrictSeed)?;
+        let mut next = map.next_key::<String>()?;
+        // Objects of one member are the most common in schemas (`{"type": "string"}`): give them
+        // a map of that size rather than the default first allocation of three.
+        let mut out = if next.is_none() {
+            Map::with_capacity(1)
+        } else {
+            Map::new()
+        };
+        out.insert(first, value);
+        while let Some(key) = next {
             match out.entry(key) {
                 Entry::Occupied(e) => {
                     return Err(de::Error::custom(format_args!(
@@ -413,6 +432,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
                     e.insert(v);
                 }
             }
+            next = map.next_key::<String>()?;
         }
         Ok(Value::Object(out))
     }
