@@ -89,8 +89,19 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     reason = "a closed stdout pipe ends the run with 0, as ripgrep does"
 )]
 pub fn stdout(text: &str) {
-    let mut out = anstream::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    // Printable ASCII and whitespace (a `--json` document, mostly) is what `anstream` would
+    // write unchanged whether it strips styles or not, so it skips the stripping scan.
+    let result = if text
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t' | b'\r'))
+    {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    } else {
+        let mut out = anstream::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    };
+    if let Err(e) = result
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
         std::process::exit(0);
