@@ -1,25 +1,321 @@
 //! RFC 8785 (JCS) canonical JSON and strict JSON parsing.
 //!
 //! Canonical bytes are what digests are computed over; they are never written to a file. The
-//! number formatting and the UTF-16 key order come from `serde_json_canonicalizer`, which formats
-//! through `ryu-js` (ECMAScript `Number.prototype.toString`); the tests below pin the RFC's own
-//! vectors so a dependency bump that breaks them fails here first.
+//! serializer here writes them straight into SHA-256 (through a small buffer) for digests, or into
+//! a vector for [`canonicalize`]:
+//!
+//! - numbers are IEEE-754 doubles printed as ECMAScript `Number.prototype.toString` does, through
+//!   `ryu-js`; integers beyond 2^53 are first rounded to the nearest double, as a JSON parser in
+//!   JavaScript would; integers up to 2^53 are exact doubles and print as their digits;
+//! - strings escape only `"`, `\` and U+0000-U+001F (`\b \t \n \f \r`, else `\u00xx`), everything
+//!   else is written as UTF-8;
+//! - object members are sorted by the UTF-16 code units of their names ([`cmp_utf16`]).
+//!
+//! `serde_json_canonicalizer` is the reference it is tested against (RFC 8785's own vectors and a
+//! property test over arbitrary JSON), so a change that breaks either fails here first.
 //!
 //! [`parse_strict`] is the only way mcpsum reads JSON from a file or a peer: RFC 8785 requires
 //! I-JSON input, so duplicate object keys are rejected instead of silently keeping the last one
 //! (`serde_json`'s default). Lone surrogates are already rejected by `serde_json`.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::map::Entry;
+use serde_json::{Map, Number, Value};
+use sha2::{Digest as _, Sha256};
 
 /// The RFC 8785 canonical form of `value`.
 pub fn canonicalize(value: &Value) -> Vec<u8> {
-    // Serializing a `Value` cannot fail: every key is a string and NaN/infinity cannot occur in
-    // a `serde_json::Value`. Fall back to an empty vector rather than panic if that ever changes;
-    // the digest would then mismatch and be reported, never accepted.
-    serde_json_canonicalizer::to_vec(value).unwrap_or_default()
+    let mut w = Writer::new(Vec::new());
+    w.value(value);
+    w.sink
+}
+
+/// SHA-256 of the RFC 8785 canonical form of `value`, without building that form in memory.
+pub fn digest(value: &Value) -> [u8; 32] {
+    let mut w = Writer::new(HashSink::new());
+    w.value(value);
+    w.sink.finish()
+}
+
+/// Compares two strings by their UTF-16 code units (RFC 8785 §3.2.3), without re-encoding them.
+///
+/// UTF-8 byte order is code point order, and UTF-16 order differs from it only between a code
+/// point in U+E000-U+FFFF (one unit, 0xE000-0xFFFF) and a supplementary one (a surrogate pair
+/// starting 0xD800-0xDBFF, so it sorts first). At the first differing byte both strings are at
+/// the same character boundary whenever that byte starts a character, and such a pair is exactly
+/// lead bytes 0xEE/0xEF against 0xF0-0xF4.
+pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(i) => match (x[i], y[i]) {
+            (0xEE | 0xEF, 0xF0..) => Ordering::Greater,
+            (0xF0.., 0xEE | 0xEF) => Ordering::Less,
+            (p, q) => p.cmp(&q),
+        },
+    }
+}
+
+/// Builds a digest from canonical pieces: whole values, or an object written member by member
+/// by a caller that knows its keys are already in [`cmp_utf16`] order.
+pub struct CanonicalHasher {
+    sink: HashSink,
+}
+
+impl CanonicalHasher {
+    /// An empty hasher.
+    pub fn new() -> Self {
+        Self {
+            sink: HashSink::new(),
+        }
+    }
+
+    /// Appends bytes that are already canonical (punctuation, `null`, a plain ASCII string).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.sink.put(bytes);
+    }
+
+    /// Appends a canonical JSON string.
+    pub fn string(&mut self, s: &str) {
+        Writer::new(&mut self.sink).string(s);
+    }
+
+    /// Appends the canonical form of a value.
+    pub fn value(&mut self, v: &Value) {
+        Writer::new(&mut self.sink).value(v);
+    }
+
+    /// The SHA-256 of everything appended.
+    pub fn finish(self) -> [u8; 32] {
+        self.sink.finish()
+    }
+}
+
+impl Default for CanonicalHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where canonical bytes go.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl<S: Sink> Sink for &mut S {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        (**self).put(bytes);
+    }
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// SHA-256 fed in blocks of [`HASH_CHUNK`] bytes: many small writes cost one copy each. The
+/// buffer lives inline, so a digest allocates nothing.
+struct HashSink {
+    hasher: Sha256,
+    buf: [u8; HASH_CHUNK],
+    len: usize,
+}
+
+const HASH_CHUNK: usize = 1024;
+
+impl HashSink {
+    fn new() -> Self {
+        Self {
+            hasher: Sha256::new(),
+            buf: [0; HASH_CHUNK],
+            len: 0,
+        }
+    }
+
+    fn finish(mut self) -> [u8; 32] {
+        self.hasher.update(&self.buf[..self.len]);
+        self.hasher.finalize().into()
+    }
+}
+
+impl Sink for HashSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        if let Some(room) = self.buf.get_mut(self.len..self.len + bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.len += bytes.len();
+            return;
+        }
+        self.hasher.update(&self.buf[..self.len]);
+        self.len = 0;
+        if bytes.len() >= HASH_CHUNK {
+            self.hasher.update(bytes);
+        } else {
+            self.buf[..bytes.len()].copy_from_slice(bytes);
+            self.len = bytes.len();
+        }
+    }
+}
+
+/// The serializer. `members` is one stack shared by every object being written, so sorting an
+/// object's members allocates nothing once the stack has grown to the widest nesting.
+struct Writer<'a, S> {
+    sink: S,
+    members: Vec<(&'a str, &'a Value)>,
+}
+
+/// For each byte, 0 when it is written as it is, else the letter of its short escape, or `u`.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0A] = b'n';
+    t[0x0C] = b'f';
+    t[0x0D] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// Integers of at most this magnitude are exact doubles.
+const EXACT_INT: u64 = 1 << 53;
+
+impl<'a, S: Sink> Writer<'a, S> {
+    fn new(sink: S) -> Self {
+        Self {
+            sink,
+            members: Vec::new(),
+        }
+    }
+
+    fn value(&mut self, v: &'a Value) {
+        match v {
+            Value::Null => self.sink.put(b"null"),
+            Value::Bool(true) => self.sink.put(b"true"),
+            Value::Bool(false) => self.sink.put(b"false"),
+            Value::Number(n) => self.number(n),
+            Value::String(s) => self.string(s),
+            Value::Array(items) => {
+                self.sink.put(b"[");
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.sink.put(b",");
+                    }
+                    self.value(item);
+                }
+                self.sink.put(b"]");
+            }
+            Value::Object(map) => self.object(map),
+        }
+    }
+
+    fn object(&mut self, map: &'a Map<String, Value>) {
+        if map.len() <= 1 {
+            // Nothing to sort (common in schemas: `{"type": "string"}`).
+            self.sink.put(b"{");
+            if let Some((key, value)) = map.iter().next() {
+                self.string(key);
+                self.sink.put(b":");
+                self.value(value);
+            }
+            self.sink.put(b"}");
+            return;
+        }
+        let start = self.members.len();
+        self.members
+            .extend(map.iter().map(|(k, v)| (k.as_str(), v)));
+        // Keys of one object are distinct, so an unstable sort gives the one order there is.
+        self.members[start..].sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
+        self.sink.put(b"{");
+        for i in start..self.members.len() {
+            let (key, value) = self.members[i];
+            if i > start {
+                self.sink.put(b",");
+            }
+            self.string(key);
+            self.sink.put(b":");
+            self.value(value);
+        }
+        self.members.truncate(start);
+        self.sink.put(b"}");
+    }
+
+    fn number(&mut self, n: &Number) {
+        if let Some(u) = n.as_u64() {
+            if u <= EXACT_INT {
+                self.sink.put(itoa::Buffer::new().format(u).as_bytes());
+            } else {
+                // Rounded to the nearest double, as the number means in I-JSON.
+                #[allow(clippy::cast_precision_loss)]
+                self.double(u as f64);
+            }
+        } else if let Some(i) = n.as_i64() {
+            if i.unsigned_abs() <= EXACT_INT {
+                self.sink.put(itoa::Buffer::new().format(i).as_bytes());
+            } else {
+                #[allow(clippy::cast_precision_loss)]
+                self.double(i as f64);
+            }
+        } else if let Some(f) = n.as_f64() {
+            self.double(f);
+        }
+    }
+
+    fn double(&mut self, f: f64) {
+        // A `serde_json::Number` is never NaN or infinite; print such a value as `null` (as
+        // ECMAScript's JSON.stringify does) rather than panic, should that ever change: the
+        // digest would then mismatch and be reported, never accepted.
+        if f.is_finite() {
+            self.sink
+                .put(ryu_js::Buffer::new().format_finite(f).as_bytes());
+        } else {
+            self.sink.put(b"null");
+        }
+    }
+
+    fn string(&mut self, s: &str) {
+        let bytes = s.as_bytes();
+        self.sink.put(b"\"");
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            let esc = ESCAPE[usize::from(b)];
+            if esc == 0 {
+                continue;
+            }
+            if start < i {
+                self.sink.put(&bytes[start..i]);
+            }
+            if esc == b'u' {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                self.sink.put(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xF)],
+                ]);
+            } else {
+                self.sink.put(&[b'\\', esc]);
+            }
+            start = i + 1;
+        }
+        if start < bytes.len() {
+            self.sink.put(&bytes[start..]);
+        }
+        self.sink.put(b"\"");
+    }
 }
 
 /// Parses JSON text, rejecting duplicate object keys anywhere in the document.
@@ -38,8 +334,19 @@ pub fn parse_strict_slice(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value.0)
 }
 
+/// For `#[serde(deserialize_with)]`: a `Value` that refuses duplicate keys anywhere in it.
+pub fn strict_value<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Value, D::Error> {
+    StrictValue::deserialize(deserializer).map(|v| v.0)
+}
+
+/// For `#[serde(deserialize_with)]`: an array of values that refuse duplicate keys.
+pub fn strict_values<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Value>, D::Error> {
+    let values = Vec::<StrictValue>::deserialize(deserializer)?;
+    Ok(values.into_iter().map(|v| v.0).collect())
+}
+
 /// A `Value` whose deserializer refuses duplicate keys.
-struct StrictValue(Value);
+pub struct StrictValue(pub Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -99,13 +406,33 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate key `{key}`")));
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Value::Object(Map::new()));
+        };
+        let StrictValue(value) = map.next_value_seed(StrictSeed)?;
+        let mut next = map.next_key::<String>()?;
+        // Objects of one member are the most common in schemas (`{"type": "string"}`): give them
+        // a map of that size rather than the default first allocation of three.
+        let mut out = if next.is_none() {
+            Map::with_capacity(1)
+        } else {
+            Map::new()
+        };
+        out.insert(first, value);
+        while let Some(key) = next {
+            match out.entry(key) {
+                Entry::Occupied(e) => {
+                    return Err(de::Error::custom(format_args!(
+                        "duplicate key `{}`",
+                        e.key()
+                    )));
+                }
+                Entry::Vacant(e) => {
+                    let StrictValue(v) = map.next_value_seed(StrictSeed)?;
+                    e.insert(v);
+                }
             }
-            let StrictValue(v) = map.next_value_seed(StrictSeed)?;
-            out.insert(key, v);
+            next = map.next_key::<String>()?;
         }
         Ok(Value::Object(out))
     }
@@ -217,7 +544,98 @@ mod tests {
         assert!(parse_strict("[1] [2]").is_err());
     }
 
+    /// The reference implementation.
+    fn oracle(v: &Value) -> Vec<u8> {
+        serde_json_canonicalizer::to_vec(v).unwrap()
+    }
+
+    /// Numbers where formatting goes wrong first: signed zero, the exponent thresholds of
+    /// ECMAScript's `Number.prototype.toString`, the extremes of the double range, and integers
+    /// around 2^53 and the ends of i64/u64.
+    fn edge_numbers() -> Vec<Value> {
+        let mut v: Vec<Value> = [
+            -0.0,
+            0.0,
+            1e21,
+            -1e21,
+            1e21 * (1.0 - f64::EPSILON),
+            1e-7,
+            1e-6,
+            f64::from_bits(1e-6f64.to_bits() - 1),
+            f64::from_bits(1e21f64.to_bits() - 1),
+            5e-324,
+            -5e-324,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            0.1,
+            0.3,
+            1.5,
+            -2.5e-300,
+            123_456_789_012_345_680_000.0,
+            9_007_199_254_740_993.0,
+        ]
+        .into_iter()
+        .map(Value::from)
+        .collect();
+        let two53: u64 = 1 << 53;
+        v.extend(
+            [
+                0,
+                1,
+                two53 - 1,
+                two53,
+                two53 + 1,
+                two53 + 2,
+                u64::MAX,
+                u64::MAX - 1,
+            ]
+            .into_iter()
+            .map(Value::from),
+        );
+        v.extend(
+            [
+                -1,
+                -(two53 as i64),
+                -(two53 as i64) - 1,
+                -(two53 as i64) - 3,
+                i64::MIN,
+                i64::MIN + 1,
+                i64::MAX,
+            ]
+            .into_iter()
+            .map(Value::from),
+        );
+        v
+    }
+
+    /// Strings heavy in what escaping and UTF-16 ordering care about.
+    fn arb_string() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            prop::collection::vec(
+                prop_oneof![
+                    Just('a'),
+                    Just('"'),
+                    Just('\\'),
+                    Just('/'),
+                    Just('\u{7f}'),
+                    Just('\u{d7ff}'),
+                    Just('\u{e000}'),
+                    Just('\u{ffff}'),
+                    Just('\u{10000}'),
+                    Just('\u{1f600}'),
+                    Just('\u{10ffff}'),
+                    (0u8..0x20).prop_map(char::from),
+                ],
+                0..12
+            )
+            .prop_map(|cs| cs.into_iter().collect()),
+        ]
+    }
+
     fn arb_json() -> impl Strategy<Value = Value> {
+        let edges = edge_numbers();
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
@@ -226,18 +644,78 @@ mod tests {
             any::<f64>()
                 .prop_filter("finite", |f| f.is_finite())
                 .prop_map(Value::from),
-            any::<String>().prop_map(Value::String),
+            prop::sample::select(edges),
+            arb_string().prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 64, 8, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
-                prop::collection::btree_map(any::<String>(), inner, 0..8)
+                prop::collection::btree_map(arb_string(), inner, 0..8)
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
     }
 
+    #[test]
+    fn edge_numbers_match_the_reference() {
+        for n in edge_numbers() {
+            let got = String::from_utf8(canonicalize(&n)).unwrap();
+            let want = String::from_utf8(oracle(&n)).unwrap();
+            assert_eq!(got, want, "{n:?}");
+        }
+        let spot: &[(Value, &str)] = &[
+            (Value::from(-0.0), "0"),
+            (Value::from(1e21), "1e+21"),
+            (Value::from(1e-7), "1e-7"),
+            (Value::from(5e-324), "5e-324"),
+            (Value::from(f64::MAX), "1.7976931348623157e+308"),
+            (Value::from((1u64 << 53) + 1), "9007199254740992"),
+            (Value::from(i64::MIN), "-9223372036854776000"),
+            (Value::from(u64::MAX), "18446744073709552000"),
+        ];
+        for (v, want) in spot {
+            assert_eq!(String::from_utf8(canonicalize(v)).unwrap(), *want, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn digest_streams_long_values_through_the_buffer() {
+        // Strings longer than the hash buffer, and many small pieces that straddle it.
+        let long = "é\"\u{1}x".repeat(5_000);
+        let v = serde_json::json!({
+            "long": long,
+            "many": (0..3_000).map(|i| serde_json::json!({"k": i, "s": "ab\n"})).collect::<Vec<_>>(),
+        });
+        let want: [u8; 32] = Sha256::digest(oracle(&v)).into();
+        assert_eq!(digest(&v), want);
+    }
+
+    #[test]
+    fn hasher_pieces_equal_the_whole() {
+        let v = serde_json::json!({"a": [1, "x\u{0}"], "b": null});
+        let mut h = CanonicalHasher::new();
+        h.raw(b"{\"a\":");
+        h.value(&v["a"]);
+        h.raw(b",");
+        h.string("b");
+        h.raw(b":null}");
+        assert_eq!(h.finish(), digest(&v));
+    }
+
     proptest! {
+        #[test]
+        fn canonical_form_equals_the_reference(v in arb_json()) {
+            prop_assert_eq!(canonicalize(&v), oracle(&v));
+            let want: [u8; 32] = Sha256::digest(oracle(&v)).into();
+            prop_assert_eq!(digest(&v), want);
+        }
+
+        #[test]
+        fn utf16_comparison_equals_reencoding(a in arb_string(), b in arb_string()) {
+            prop_assert_eq!(cmp_utf16(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+            prop_assert_eq!(cmp_utf16(&a, &a), Ordering::Equal);
+        }
+
         #[test]
         fn canonical_form_reparses_and_is_a_fixed_point(v in arb_json()) {
             let once = canonicalize(&v);

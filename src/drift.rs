@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use crate::lockfile::{Era, ItemError, Kind, ServerEntry, Sha256Digest, Surface, canonical_items};
+use crate::lockfile::{Era, ItemError, Kind, ServerEntry, Sha256Digest, Surface, sorted_items};
 use crate::output::{paint, sanitize, sanitize_line, style};
 
 /// How serious a difference is; ordered by strictness so combining is `max()`.
@@ -112,10 +112,10 @@ impl Drift {
 pub fn compare(entry: &ServerEntry, live: &Surface) -> Result<Drift, ItemError> {
     let mut drift = Drift::default();
     for kind in Kind::ALL {
-        let live_items = canonical_items(kind, live.items(kind))?;
+        let live_items = sorted_items(kind, live.items(kind))?;
         let locked_items = entry.items(kind);
         let mut li = locked_items.iter().peekable();
-        let mut ri = live_items.iter().peekable();
+        let mut ri = live_items.iter().copied().peekable();
         loop {
             let ord = match (li.peek(), ri.peek()) {
                 (None, None) => break,

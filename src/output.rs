@@ -53,6 +53,12 @@ pub mod style {
 /// tab, DEL, C1) and bidirectional overrides are shown as `\u{..}` escapes, so a description
 /// cannot conceal text, erase lines or reorder what a reviewer reads.
 pub fn sanitize(text: &str) -> String {
+    if text
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t'))
+    {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
@@ -67,6 +73,9 @@ pub fn sanitize(text: &str) -> String {
 
 /// Like [`sanitize`], for one line: newlines and tabs are escaped too.
 pub fn sanitize_line(text: &str) -> String {
+    if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
+        return text.to_owned();
+    }
     sanitize(text).replace('\n', "\\n").replace('\t', "\\t")
 }
 
@@ -81,8 +90,19 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     reason = "a closed stdout pipe ends the run with 0, as ripgrep does"
 )]
 pub fn stdout(text: &str) {
-    let mut out = anstream::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    // Printable ASCII and whitespace (a `--json` document, mostly) is what `anstream` would
+    // write unchanged whether it strips styles or not, so it skips the stripping scan.
+    let result = if text
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t' | b'\r'))
+    {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    } else {
+        let mut out = anstream::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    };
+    if let Err(e) = result
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
         std::process::exit(0);

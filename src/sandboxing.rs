@@ -199,6 +199,15 @@ pub fn prepare(
     })
 }
 
+/// Whether `launch`'s sandbox can be planned here (paths exist, no protected path is writable),
+/// without starting anything: the proxy checks it before it answers a client.
+pub fn check(launch: &Launch, spec: &SandboxSpec) -> Result<(), String> {
+    let (req, _) = request(&launch.server, &launch.argv, spec, Vec::new())?;
+    mcpsum_sandbox::plan(&req)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// Syntax checks of a sandbox policy that hold wherever the file is read (paths absolute,
 /// `~/...` or `${TMP}/...`, no `..`; `network.allow` grammar). Existence and protected paths are
 /// checked when the sandbox is built, on the machine that runs the server.

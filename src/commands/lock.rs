@@ -39,10 +39,10 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         .hint("pass `--env NAME`; the value is read from mcpsum's environment when the server starts and never stored"));
     }
     let path = path.to_path_buf();
-    let existing_file = lockfile::load_optional(&path)?;
+    let existing_file = lockfile::load_optional_with_bytes(&path)?;
     let previous = existing_file
         .as_ref()
-        .and_then(|l| l.servers.get(&args.name))
+        .and_then(|(_, l)| l.servers.get(&args.name))
         .cloned();
 
     let (command, env) = match (&previous, args.command.is_empty()) {
@@ -141,7 +141,7 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
     progress.finish();
     let surface = surface.map_err(|f| super::server_error("cannot lock", &launch, f))?;
 
-    let mut entry = ServerEntry::from_surface(command, env, &surface, policy).map_err(|e| {
+    let mut entry = ServerEntry::from_surface(command, env, surface, policy).map_err(|e| {
         Error::new(format!("cannot lock server `{}`", args.name))
             .cause(e)
             .hint("mcpsum never pins a partial or ambiguous surface; fix the server or report it to its authors")
@@ -149,17 +149,21 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
     let dropped = lockfile::prune_policy(&mut entry);
 
     // Read-modify-write under the advisory lock, on a fresh read.
-    {
-        let _guard = lockfile::LockGuard::acquire(&path)?;
-        let mut lock = lockfile::load_optional(&path)?.unwrap_or_else(Lockfile::default);
-        lock.servers.insert(args.name.clone(), entry.clone());
-        // The other entries were validated by the load above; check the new one as a load
-        // would, without re-parsing and re-digesting the whole file.
-        lockfile::check_entry(&path, &args.name, &entry)?;
-        lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
-    }
+    let guard = lockfile::LockGuard::acquire(&path)?;
+    // Unchanged bytes since the first read are not parsed and checked again.
+    let mut lock =
+        lockfile::reload_optional(&path, existing_file)?.unwrap_or_else(Lockfile::default);
+    // The other entries were validated by the load above; check the new one as a load
+    // would, without re-parsing and re-digesting the whole file.
+    lockfile::check_entry(&path, &args.name, &entry)?;
+    lock.servers.insert(args.name.clone(), entry);
+    lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
+    drop(guard);
 
-    report(&args.name, &path, previous.as_ref(), &entry, &dropped);
+    if let Some(entry) = lock.servers.get(&args.name) {
+        report(&args.name, &path, previous.as_ref(), entry, &dropped);
+    }
+    lockfile::release_at_exit(lock);
     Ok(Exit::Ok)
 }
 

@@ -1,6 +1,7 @@
 //! `mcpsum show`: what the lockfile pins, per server.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
@@ -17,15 +18,16 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
         None => lock.servers.iter().collect(),
     };
     if args.json {
-        let servers: serde_json::Map<String, Value> = selected
-            .iter()
-            .map(|(n, e)| ((*n).clone(), json_entry(e)))
-            .collect();
-        let doc = json!({"lockfile": path.display().to_string(), "lockfileVersion": lock.lockfile_version, "servers": servers});
-        output::stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ));
+        let doc = JsonDoc {
+            lockfile: path.display().to_string(),
+            lockfile_version: lock.lockfile_version,
+            servers: JsonServers(&selected),
+        };
+        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        text.push('\n');
+        output::stdout(&text);
+        drop(selected);
+        lockfile::release_at_exit(lock);
         return Ok(Exit::Ok);
     }
     let mut out = String::new();
@@ -39,6 +41,8 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
         out.push_str("no servers locked\n");
     }
     output::stdout(&out);
+    drop(selected);
+    lockfile::release_at_exit(lock);
     Ok(Exit::Ok)
 }
 
@@ -198,29 +202,102 @@ pub fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-fn json_entry(e: &ServerEntry) -> Value {
-    let tools: Vec<Value> = e
-        .tools
-        .iter()
-        .map(|t| {
-            let name = Kind::Tool.key_of(t).unwrap_or_default();
-            json!({"name": name, "annotations": t.get("annotations").cloned().unwrap_or(Value::Null), "labels": labels(e, name)})
-        })
-        .collect();
-    json!({
-        "command": e.command,
-        "envPassthrough": e.env_passthrough,
-        "era": match e.era() { lockfile::Era::Legacy => "legacy", lockfile::Era::Modern => "2026-07-28" },
-        "protocolVersion": e.protocol_version,
-        "supportedVersions": e.supported_versions,
-        "serverInfo": e.server_info,
-        "counts": {"tools": e.tools.len(), "prompts": e.prompts.len(), "resources": e.resources.len(), "resourceTemplates": e.resource_templates.len()},
-        "instructions": e.instructions.is_some(),
-        "tools": tools,
-        "prompts": e.prompts.iter().filter_map(|p| Kind::Prompt.key_of(p)).collect::<Vec<_>>(),
-        "resources": e.resources.iter().filter_map(|p| Kind::Resource.key_of(p)).collect::<Vec<_>>(),
-        "resourceTemplates": e.resource_templates.iter().filter_map(|p| Kind::ResourceTemplate.key_of(p)).collect::<Vec<_>>(),
-        "policy": e.policy,
-        "surfaceDigest": e.digests.surface,
-    })
+/// The `--json` document, serialized straight from the entries (no intermediate `Value`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonDoc<'a> {
+    lockfile: String,
+    lockfile_version: u32,
+    servers: JsonServers<'a>,
+}
+
+/// The selected entries as an object keyed by name, in order.
+struct JsonServers<'a>(&'a [(&'a String, &'a ServerEntry)]);
+
+impl Serialize for JsonServers<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(n, e)| (*n, JsonEntry::new(e))))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonEntry<'a> {
+    command: &'a [String],
+    env_passthrough: &'a [String],
+    era: &'static str,
+    protocol_version: &'a str,
+    supported_versions: Option<&'a [String]>,
+    server_info: &'a Value,
+    counts: JsonCounts,
+    instructions: bool,
+    tools: Vec<JsonTool<'a>>,
+    prompts: Vec<&'a str>,
+    resources: Vec<&'a str>,
+    resource_templates: Vec<&'a str>,
+    policy: Option<&'a lockfile::Policy>,
+    surface_digest: &'a lockfile::Sha256Digest,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonCounts {
+    tools: usize,
+    prompts: usize,
+    resources: usize,
+    resource_templates: usize,
+}
+
+#[derive(Serialize)]
+struct JsonTool<'a> {
+    name: &'a str,
+    /// `null` when the tool has none.
+    annotations: Option<&'a Value>,
+    labels: Vec<&'static str>,
+}
+
+impl<'a> JsonEntry<'a> {
+    fn new(e: &'a ServerEntry) -> Self {
+        let keys = |kind: Kind| -> Vec<&'a str> {
+            e.items(kind)
+                .iter()
+                .filter_map(|i| kind.key_of(i))
+                .collect()
+        };
+        Self {
+            command: &e.command,
+            env_passthrough: &e.env_passthrough,
+            era: match e.era() {
+                lockfile::Era::Legacy => "legacy",
+                lockfile::Era::Modern => "2026-07-28",
+            },
+            protocol_version: &e.protocol_version,
+            supported_versions: e.supported_versions.as_deref(),
+            server_info: &e.server_info,
+            counts: JsonCounts {
+                tools: e.tools.len(),
+                prompts: e.prompts.len(),
+                resources: e.resources.len(),
+                resource_templates: e.resource_templates.len(),
+            },
+            instructions: e.instructions.is_some(),
+            tools: e
+                .tools
+                .iter()
+                .map(|t| {
+                    let name = Kind::Tool.key_of(t).unwrap_or_default();
+                    JsonTool {
+                        name,
+                        annotations: t.get("annotations"),
+                        labels: labels(e, name),
+                    }
+                })
+                .collect(),
+            prompts: keys(Kind::Prompt),
+            resources: keys(Kind::Resource),
+            resource_templates: keys(Kind::ResourceTemplate),
+            policy: e.policy.as_ref(),
+            surface_digest: &e.digests.surface,
+        }
+    }
 }

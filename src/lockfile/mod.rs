@@ -14,11 +14,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
-pub use read::{check_entry, load, load_from_bytes, load_optional, read_bytes};
+pub use read::{
+    check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes, read_bytes,
+    reload_optional,
+};
 pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, to_bytes, write_atomic};
 
@@ -37,6 +40,7 @@ pub struct Lockfile {
     /// The mcpsum that wrote the file. Informational.
     pub generator: String,
     /// One entry per server, sorted by name.
+    #[serde(deserialize_with = "strict_map")]
     pub servers: BTreeMap<String, ServerEntry>,
 }
 
@@ -48,6 +52,13 @@ impl Default for Lockfile {
             servers: BTreeMap::new(),
         }
     }
+}
+
+/// Leaves a loaded lockfile to the operating system instead of freeing it: for a command that
+/// is about to exit, freeing every item of a large file one allocation at a time costs more than
+/// the rest of its work after loading. Memory is reclaimed when the process ends.
+pub fn release_at_exit(lock: Lockfile) {
+    std::mem::forget(lock);
 }
 
 /// `mcpsum X.Y.Z`, written into `generator`.
@@ -70,6 +81,48 @@ impl Lockfile {
     }
 }
 
+/// For `#[serde(deserialize_with)]`: a map that refuses a key given twice (a `BTreeMap` would keep
+/// the last one silently), so the typed model is as strict as [`crate::canonical::parse_strict`].
+fn strict_map<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct StrictMap<V>(std::marker::PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for StrictMap<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            use std::collections::btree_map::Entry;
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                match out.entry(key) {
+                    Entry::Occupied(e) => {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate key `{}`",
+                            e.key()
+                        )));
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(map.next_value()?);
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    deserializer.deserialize_map(StrictMap(std::marker::PhantomData))
+}
+
 /// One server's pinned surface and its policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -84,18 +137,24 @@ pub struct ServerEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supported_versions: Option<Vec<String>>,
     /// What the server reported about itself. Informational.
+    #[serde(deserialize_with = "crate::canonical::strict_value")]
     pub server_info: Value,
     /// The server's instructions (`null` when it gave none). Definitional.
     pub instructions: Option<String>,
     /// The server's capabilities, verbatim. Informational.
+    #[serde(deserialize_with = "crate::canonical::strict_value")]
     pub capabilities: Value,
     /// Full tool definitions, sorted by `name`.
+    #[serde(deserialize_with = "crate::canonical::strict_values")]
     pub tools: Vec<Value>,
     /// Full prompt definitions, sorted by `name`.
+    #[serde(deserialize_with = "crate::canonical::strict_values")]
     pub prompts: Vec<Value>,
     /// Full resource definitions, sorted by `uri`.
+    #[serde(deserialize_with = "crate::canonical::strict_values")]
     pub resources: Vec<Value>,
     /// Full resource template definitions, sorted by `uriTemplate`.
+    #[serde(deserialize_with = "crate::canonical::strict_values")]
     pub resource_templates: Vec<Value>,
     /// Written by people, never by servers; not covered by digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,12 +172,16 @@ pub struct Digests {
     /// Digest of the canonical instructions string, or `null`.
     pub instructions: Option<Sha256Digest>,
     /// Per tool name.
+    #[serde(deserialize_with = "strict_map")]
     pub tools: BTreeMap<String, Sha256Digest>,
     /// Per prompt name.
+    #[serde(deserialize_with = "strict_map")]
     pub prompts: BTreeMap<String, Sha256Digest>,
     /// Per resource URI.
+    #[serde(deserialize_with = "strict_map")]
     pub resources: BTreeMap<String, Sha256Digest>,
     /// Per resource template URI template.
+    #[serde(deserialize_with = "strict_map")]
     pub resource_templates: BTreeMap<String, Sha256Digest>,
 }
 
@@ -366,16 +429,61 @@ impl fmt::Display for ItemError {
 
 /// Sorts items by key and checks keys, duplicates and the cap.
 pub fn canonical_items(kind: Kind, items: &[Value]) -> Result<Vec<Value>, ItemError> {
+    Ok(sorted_items(kind, items)?.into_iter().cloned().collect())
+}
+
+/// [`canonical_items`] without copying: the items in key order, borrowed.
+pub fn sorted_items(kind: Kind, items: &[Value]) -> Result<Vec<&Value>, ItemError> {
+    Ok(sorted_keys(kind, items)?
+        .into_iter()
+        .map(|(_, i)| &items[i])
+        .collect())
+}
+
+/// [`canonical_items`] of items the caller gives up: they are moved, not copied.
+pub fn canonical_items_owned(kind: Kind, mut items: Vec<Value>) -> Result<Vec<Value>, ItemError> {
+    let order: Vec<usize> = sorted_keys(kind, &items)?
+        .into_iter()
+        .map(|(_, i)| i)
+        .collect();
+    // `order` is a permutation of the indices, so every item is taken exactly once.
+    Ok(order
+        .into_iter()
+        .map(|i| std::mem::take(&mut items[i]))
+        .collect())
+}
+
+/// Whether `items` are already canonical: within the cap, each an object with a string key,
+/// keys strictly increasing. Cheaper than [`canonical_items`] and nothing is copied.
+pub fn items_are_canonical(kind: Kind, items: &[Value]) -> bool {
+    if items.len() > MAX_ITEMS_PER_KIND {
+        return false;
+    }
+    let mut prev: Option<&str> = None;
+    for item in items {
+        let Some(key) = item.as_object().and_then(|_| kind.key_of(item)) else {
+            return false;
+        };
+        if prev.is_some_and(|p| p >= key) {
+            return false;
+        }
+        prev = Some(key);
+    }
+    true
+}
+
+/// The keys of `items` with their indices, sorted by key; checks keys, duplicates and the cap.
+fn sorted_keys(kind: Kind, items: &[Value]) -> Result<Vec<(&str, usize)>, ItemError> {
     if items.len() > MAX_ITEMS_PER_KIND {
         return Err(ItemError::TooMany {
             kind,
             count: items.len(),
         });
     }
-    let mut keyed: Vec<(&str, &Value)> = Vec::with_capacity(items.len());
+    let mut keyed: Vec<(&str, usize)> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         match (item.is_object(), kind.key_of(item)) {
-            (true, Some(key)) => keyed.push((key, item)),
+            (true, Some(key)) => keyed.push((key, index)),
             _ => return Err(ItemError::NoKey { kind, index }),
         }
     }
@@ -388,7 +496,7 @@ pub fn canonical_items(kind: Kind, items: &[Value]) -> Result<Vec<Value>, ItemEr
             });
         }
     }
-    Ok(keyed.into_iter().map(|(_, v)| v.clone()).collect())
+    Ok(keyed)
 }
 
 /// Digests per key of items that are already canonical.
@@ -409,8 +517,8 @@ impl Digests {
         resource_templates: &[Value],
     ) -> Self {
         let mut d = Digests {
-            surface: Sha256Digest::of_bytes(b""),
-            instructions: instructions.map(|s| Sha256Digest::of_json(&Value::String(s.to_owned()))),
+            surface: Sha256Digest::from_array([0; 32]),
+            instructions: instructions.map(Sha256Digest::of_json_str),
             tools: item_digests(Kind::Tool, tools),
             prompts: item_digests(Kind::Prompt, prompts),
             resources: item_digests(Kind::Resource, resources),
@@ -420,14 +528,49 @@ impl Digests {
         d
     }
 
-    /// The digest of this object without its `surface` key (SPEC §3).
+    /// The digest of this object without its `surface` key (SPEC §3): the canonical form of
+    /// `{"instructions": …, "prompts": {…}, "resourceTemplates": {…}, "resources": {…},
+    /// "tools": {…}}`, written member by member into the hash.
     pub fn surface_digest(&self) -> Sha256Digest {
-        let mut v = match serde_json::to_value(self) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        v.remove("surface");
-        Sha256Digest::of_json(&Value::Object(v))
+        let mut h = crate::canonical::CanonicalHasher::new();
+        let mut text = [0u8; 71];
+        h.raw(b"{\"instructions\":");
+        match &self.instructions {
+            Some(d) => {
+                h.raw(b"\"");
+                h.raw(d.write_text(&mut text).as_bytes());
+                h.raw(b"\"");
+            }
+            None => h.raw(b"null"),
+        }
+        // Member names in UTF-16 order (`T` sorts before `s`).
+        for (name, map) in [
+            ("prompts", &self.prompts),
+            ("resourceTemplates", &self.resource_templates),
+            ("resources", &self.resources),
+            ("tools", &self.tools),
+        ] {
+            h.raw(b",\"");
+            h.raw(name.as_bytes());
+            h.raw(b"\":{");
+            // A `BTreeMap` is in UTF-8 order, which differs from UTF-16 order only for some
+            // keys beyond the BMP; a stable sort of sorted input is one pass.
+            let mut entries: Vec<(&str, &Sha256Digest)> =
+                map.iter().map(|(k, d)| (k.as_str(), d)).collect();
+            entries.sort_by(|a, b| crate::canonical::cmp_utf16(a.0, b.0));
+            for (i, (key, d)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    h.raw(b",");
+                }
+                h.string(key);
+                h.raw(b":\"");
+                h.raw(d.write_text(&mut text).as_bytes());
+                h.raw(b"\"");
+            }
+            h.raw(b"}");
+        }
+        h.raw(b"}");
+        Sha256Digest::from_array(h.finish())
     }
 
     /// The per-item digests of one kind.
@@ -443,22 +586,31 @@ impl Digests {
 
 impl ServerEntry {
     /// Builds an entry from a surface read from a server: sorts items, rejects duplicates and
-    /// oversized lists, computes digests. `policy` is the one kept from a previous entry.
+    /// oversized lists, computes digests. `policy` is the one kept from a previous entry. The
+    /// surface is consumed: its items move into the entry.
     pub fn from_surface(
         command: Vec<String>,
         env_passthrough: Vec<String>,
-        surface: &Surface,
+        surface: Surface,
         policy: Option<Policy>,
     ) -> Result<Self, ItemError> {
-        let tools = canonical_items(Kind::Tool, surface.items(Kind::Tool))?;
-        let prompts = canonical_items(Kind::Prompt, surface.items(Kind::Prompt))?;
-        let resources = canonical_items(Kind::Resource, surface.items(Kind::Resource))?;
-        let resource_templates = canonical_items(
-            Kind::ResourceTemplate,
-            surface.items(Kind::ResourceTemplate),
-        )?;
+        let Surface {
+            era,
+            protocol_version,
+            supported_versions,
+            server_info,
+            capabilities,
+            instructions,
+            mut items,
+        } = surface;
+        let mut take =
+            |kind: Kind| canonical_items_owned(kind, items.remove(&kind).unwrap_or_default());
+        let tools = take(Kind::Tool)?;
+        let prompts = take(Kind::Prompt)?;
+        let resources = take(Kind::Resource)?;
+        let resource_templates = take(Kind::ResourceTemplate)?;
         let digests = Digests::compute(
-            surface.instructions.as_deref(),
+            instructions.as_deref(),
             &tools,
             &prompts,
             &resources,
@@ -470,14 +622,14 @@ impl ServerEntry {
         Ok(Self {
             command,
             env_passthrough,
-            protocol_version: surface.protocol_version.clone(),
-            supported_versions: match surface.era {
-                Era::Modern => Some(surface.supported_versions.clone().unwrap_or_default()),
+            protocol_version,
+            supported_versions: match era {
+                Era::Modern => Some(supported_versions.unwrap_or_default()),
                 Era::Legacy => None,
             },
-            server_info: surface.server_info.clone(),
-            instructions: surface.instructions.clone(),
-            capabilities: surface.capabilities.clone(),
+            server_info,
+            instructions,
+            capabilities,
             tools,
             prompts,
             resources,
@@ -589,4 +741,36 @@ pub fn prune_policy(entry: &mut ServerEntry) -> Vec<String> {
         }
     }
     dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn arb_items() -> impl Strategy<Value = Vec<Value>> {
+        let item = prop_oneof![
+            8 => ("[a-d]{1,2}", any::<u8>()).prop_map(|(k, n)| json!({"name": k, "n": n})),
+            1 => Just(json!({"n": 1})),
+            1 => Just(json!(["name"])),
+        ];
+        prop::collection::vec(item, 0..8)
+    }
+
+    proptest! {
+        #[test]
+        fn item_orderings_agree(items in arb_items()) {
+            let copied = canonical_items(Kind::Tool, &items);
+            let moved = canonical_items_owned(Kind::Tool, items.clone());
+            prop_assert_eq!(&copied, &moved);
+            let borrowed = sorted_items(Kind::Tool, &items)
+                .map(|v| v.into_iter().cloned().collect::<Vec<_>>());
+            prop_assert_eq!(&copied, &borrowed);
+            prop_assert_eq!(
+                items_are_canonical(Kind::Tool, &items),
+                copied.as_ref().is_ok_and(|c| *c == items)
+            );
+        }
+    }
 }

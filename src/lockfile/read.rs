@@ -1,23 +1,62 @@
-//! Reading `mcp.lock`: peek at the version, parse strictly (no duplicate or unknown keys), then
-//! validate every rule and recompute every digest, gathering all problems in one pass (I3).
+//! Reading `mcp.lock`: parse strictly (no duplicate or unknown keys) straight into the typed model,
+//! then validate every rule and recompute every digest, gathering all problems in one pass (I3).
+//! A file that does not parse is parsed again step by step (the version first) to say what is
+//! wrong and where.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Digests, Era, Kind, Lockfile, PROMPTS_WILDCARD, RESOURCES_WILDCARD, SUPPORTED_VERSIONS,
-    ServerEntry, canonical_items, valid_env_name, valid_server_name,
+    Era, Kind, Lockfile, PROMPTS_WILDCARD, RESOURCES_WILDCARD, SUPPORTED_VERSIONS, ServerEntry,
+    Sha256Digest, canonical_items, item_digests, items_are_canonical, valid_env_name,
+    valid_server_name,
 };
 use crate::canonical::parse_strict_slice;
 use crate::error::{Error, Result};
 
 /// Reads and validates the lockfile at `path`.
 pub fn load(path: &Path) -> Result<Lockfile> {
-    let bytes = read_bytes(path)?;
-    load_from_bytes(path, &bytes)
+    load_from_bytes(path, &read_bytes(path)?)
+}
+
+/// Like [`load`], but a missing file is `None`.
+pub fn load_optional(path: &Path) -> Result<Option<Lockfile>> {
+    Ok(load_optional_with_bytes(path)?.map(|(_, lock)| lock))
+}
+
+/// Like [`load_optional`], also returning the bytes that were read, so that a caller reading the
+/// file again later can tell whether it changed (see [`reload_optional`]).
+pub fn load_optional_with_bytes(path: &Path) -> Result<Option<(Vec<u8>, Lockfile)>> {
+    let Some(bytes) = read_bytes_optional(path)? else {
+        return Ok(None);
+    };
+    let lock = load_from_bytes(path, &bytes)?;
+    Ok(Some((bytes, lock)))
+}
+
+/// Reads the file again; if its bytes are those of `earlier`, returns the lockfile loaded from
+/// them then (the same bytes give the same lockfile) instead of parsing and checking it anew.
+pub fn reload_optional(
+    path: &Path,
+    earlier: Option<(Vec<u8>, Lockfile)>,
+) -> Result<Option<Lockfile>> {
+    let Some(bytes) = read_bytes_optional(path)? else {
+        return Ok(None);
+    };
+    match earlier {
+        Some((old, lock)) if old == bytes => Ok(Some(lock)),
+        _ => load_from_bytes(path, &bytes).map(Some),
+    }
+}
+
+fn read_bytes_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    read_bytes(path).map(Some)
 }
 
 /// The lockfile's bytes, for a caller that also needs its text (reports that point into it).
@@ -29,21 +68,74 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     })
 }
 
-/// Like [`load`], but a missing file is `None`.
-pub fn load_optional(path: &Path) -> Result<Option<Lockfile>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    load(path).map(Some)
-}
-
 fn io_cause(e: &std::io::Error) -> String {
     // fs-err already names the path; keep only the OS reason.
     std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
 }
 
 /// Parses and validates lockfile bytes; `path` is only used in messages.
+///
+/// One pass parses a well-formed file straight into the typed model (strict: no duplicate keys
+/// anywhere). Only when that fails is the file parsed again, step by step, to say precisely what
+/// is wrong and where.
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
+    let lock = match parse_typed(bytes) {
+        Some(lock) => lock,
+        None => parse_reporting(path, bytes)?,
+    };
+
+    // Every rule and every digest, all problems at once.
+    let problems = validate(&lock);
+    if problems.is_empty() {
+        return Ok(lock);
+    }
+    let shown = path.display();
+    let text = String::from_utf8_lossy(bytes);
+    let problems: Vec<String> = problems
+        .into_iter()
+        .map(|p| match locate(&text, &p) {
+            Some((line, col)) => format!("{shown}:{line}:{col}: {p}"),
+            None => p,
+        })
+        .collect();
+    let digest_problem = problems.iter().any(|p| p.contains("digest"));
+    let n = problems.len();
+    let mut err = Error::new(format!(
+        "`{shown}` failed validation ({n} problem{})",
+        if n == 1 { "" } else { "s" }
+    ))
+    .details(problems);
+    err = if digest_problem {
+        err.hint(format!(
+            "inspect the change with `git diff {shown}`; run `mcpsum lock --name NAME` only if the new surface is expected"
+        ))
+    } else {
+        err.hint(format!("fix the named keys in `{shown}`"))
+    };
+    Err(err)
+}
+
+/// The typed model of a well-formed file in one pass, or `None` if anything is off (then
+/// [`parse_reporting`] says what). Accepts exactly what [`parse_reporting`] accepts: a top-level
+/// object, a supported version, no duplicate key anywhere (the model's maps and values refuse
+/// them, and derived structs refuse a field given twice), no unknown field.
+fn parse_typed(bytes: &[u8]) -> Option<Lockfile> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    // One check of the whole text is cheaper than `from_slice`'s check of every string.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let lock = Lockfile::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    SUPPORTED_VERSIONS
+        .contains(&lock.lockfile_version)
+        .then_some(lock)
+}
+
+/// Parses step by step for the message: strict JSON, the version, then the typed model with the
+/// key path and position of the first structural problem.
+fn parse_reporting(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
     let shown = path.display();
     let invalid = |what: String| {
         Error::new(format!("`{shown}` is not a valid lockfile"))
@@ -75,7 +167,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
     // Step 2: the typed model, with the key path of the first structural problem.
     let text = std::str::from_utf8(bytes).map_err(|e| invalid(e.to_string()))?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let lock: Lockfile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         invalid(format!(
@@ -84,34 +176,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
             inner.column(),
             strip_position(&inner.to_string())
         ))
-    })?;
-
-    // Step 3: every rule and every digest, all problems at once.
-    let problems: Vec<String> = validate(&lock)
-        .into_iter()
-        .map(|p| match locate(text, &p) {
-            Some((line, col)) => format!("{shown}:{line}:{col}: {p}"),
-            None => p,
-        })
-        .collect();
-    if !problems.is_empty() {
-        let digest_problem = problems.iter().any(|p| p.contains("digest"));
-        let n = problems.len();
-        let mut err = Error::new(format!(
-            "`{shown}` failed validation ({n} problem{})",
-            if n == 1 { "" } else { "s" }
-        ))
-        .details(problems);
-        err = if digest_problem {
-            err.hint(format!(
-                "inspect the change with `git diff {shown}`; run `mcpsum lock --name NAME` only if the new surface is expected"
-            ))
-        } else {
-            err.hint(format!("fix the named keys in `{shown}`"))
-        };
-        return Err(err);
-    }
-    Ok(lock)
+    })
 }
 
 /// Where in the file a validation problem is, found from the key path and item it names:
@@ -258,8 +323,11 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
     }
 
     // Items: keys, order, duplicates, the cap; then every digest.
-    for kind in Kind::ALL {
+    let canonical = Kind::ALL.map(|kind| {
         let items = entry.items(kind);
+        if items_are_canonical(kind, items) {
+            return true;
+        }
         match canonical_items(kind, items) {
             Ok(sorted) if sorted.as_slice() != items => problems.push(format!(
                 "{}: items are not sorted by `{}`",
@@ -269,44 +337,23 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
             Ok(_) => {}
             Err(e) => problems.push(format!("{}: {e}", at(kind.field()))),
         }
-    }
-    let computed = Digests::compute(
-        entry.instructions.as_deref(),
-        &entry.tools,
-        &entry.prompts,
-        &entry.resources,
-        &entry.resource_templates,
-    );
+        false
+    });
     let recorded = &entry.digests;
-    for kind in Kind::ALL {
-        let (rec, comp) = (recorded.of_kind(kind), computed.of_kind(kind));
-        for (key, c) in comp {
-            match rec.get(key) {
-                Some(r) if r == c => {}
-                Some(r) => problems.push(format!(
-                    "server `{name}`, {} `{key}`: digest mismatch (recorded {r}, computed {c})",
-                    kind.noun()
-                )),
-                None => problems.push(format!(
-                    "server `{name}`, {} `{key}`: no digest recorded in `digests.{}`",
-                    kind.noun(),
-                    kind.field()
-                )),
-            }
-        }
-        for key in rec.keys().filter(|k| !comp.contains_key(*k)) {
-            problems.push(format!(
-                "server `{name}`, {} `{key}`: digest recorded for an item that is not in `{}`",
-                kind.noun(),
-                kind.field()
-            ));
+    for (kind, canonical) in Kind::ALL.into_iter().zip(canonical) {
+        let (items, rec) = (entry.items(kind), recorded.of_kind(kind));
+        if canonical {
+            check_item_digests(name, kind, items, rec, problems);
+        } else {
+            check_any_item_digests(name, kind, items, rec, problems);
         }
     }
-    if recorded.instructions != computed.instructions {
+    let computed_instructions = entry.instructions.as_deref().map(Sha256Digest::of_json_str);
+    if recorded.instructions != computed_instructions {
         problems.push(format!(
             "server `{name}`, instructions: digest mismatch (recorded {}, computed {})",
             opt_digest(recorded.instructions.as_ref()),
-            opt_digest(computed.instructions.as_ref())
+            opt_digest(computed_instructions.as_ref())
         ));
     }
     // The surface digest is checked over the recorded digests, so a consistent edit of items
@@ -354,6 +401,83 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
     }
 }
 
+/// The digest checks of any items (unsorted, keys missing or given twice): the digests per key
+/// of the items that have one, against the recorded ones.
+fn check_any_item_digests(
+    name: &str,
+    kind: Kind,
+    items: &[Value],
+    recorded: &BTreeMap<String, Sha256Digest>,
+    problems: &mut Vec<String>,
+) {
+    let computed = item_digests(kind, items);
+    for (key, c) in &computed {
+        match recorded.get(key) {
+            Some(r) if r == c => {}
+            Some(r) => problems.push(mismatch(name, kind, key, r, c)),
+            None => problems.push(unrecorded(name, kind, key)),
+        }
+    }
+    for key in recorded.keys().filter(|k| !computed.contains_key(*k)) {
+        problems.push(unlisted(name, kind, key));
+    }
+}
+
+/// The digest checks of items already known canonical (sorted by key, keys distinct): one merge
+/// of the items with the recorded digests, both in key order, with the same problems in the same
+/// order as the general path.
+fn check_item_digests(
+    name: &str,
+    kind: Kind,
+    items: &[Value],
+    recorded: &BTreeMap<String, Sha256Digest>,
+    problems: &mut Vec<String>,
+) {
+    let mut unlisted_keys = Vec::new();
+    let mut rec = recorded.iter().peekable();
+    for item in items {
+        let Some(key) = kind.key_of(item) else {
+            continue;
+        };
+        while let Some((k, _)) = rec.next_if(|(k, _)| k.as_str() < key) {
+            unlisted_keys.push(k);
+        }
+        let computed = Sha256Digest::of_json(item);
+        match rec.next_if(|(k, _)| k.as_str() == key) {
+            Some((_, r)) if *r == computed => {}
+            Some((_, r)) => problems.push(mismatch(name, kind, key, r, &computed)),
+            None => problems.push(unrecorded(name, kind, key)),
+        }
+    }
+    unlisted_keys.extend(rec.map(|(k, _)| k));
+    for key in unlisted_keys {
+        problems.push(unlisted(name, kind, key));
+    }
+}
+
+fn mismatch(name: &str, kind: Kind, key: &str, r: &Sha256Digest, c: &Sha256Digest) -> String {
+    format!(
+        "server `{name}`, {} `{key}`: digest mismatch (recorded {r}, computed {c})",
+        kind.noun()
+    )
+}
+
+fn unrecorded(name: &str, kind: Kind, key: &str) -> String {
+    format!(
+        "server `{name}`, {} `{key}`: no digest recorded in `digests.{}`",
+        kind.noun(),
+        kind.field()
+    )
+}
+
+fn unlisted(name: &str, kind: Kind, key: &str) -> String {
+    format!(
+        "server `{name}`, {} `{key}`: digest recorded for an item that is not in `{}`",
+        kind.noun(),
+        kind.field()
+    )
+}
+
 fn opt_digest(d: Option<&super::Sha256Digest>) -> String {
     d.map_or_else(|| "null".to_owned(), ToString::to_string)
 }
@@ -373,4 +497,219 @@ pub(crate) fn parse_sandbox_policy(path: &Path, bytes: &[u8]) -> Result<super::S
             .cause(e)
             .hint("expected {\"filesystem\": {\"read\": [...], \"write\": [...]}, \"network\": {\"allow\": [...]}}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const GOLDEN: &str = include_str!("../../tests/fixtures/golden.mcp.lock");
+
+    /// Both parsers on `text`: they must accept the same files, with the same result.
+    fn accepted(text: &str) -> bool {
+        accepted_bytes(text.as_bytes())
+    }
+
+    fn accepted_bytes(bytes: &[u8]) -> bool {
+        let text = String::from_utf8_lossy(bytes);
+        let fast = parse_typed(bytes);
+        let slow = parse_reporting(Path::new("t.lock"), bytes);
+        match (fast, slow) {
+            (Some(a), Ok(b)) => {
+                assert_eq!(a, b);
+                true
+            }
+            (None, Err(_)) => false,
+            (a, b) => panic!(
+                "one-pass {} but step by step {}: {text}",
+                a.is_some(),
+                b.is_ok()
+            ),
+        }
+    }
+
+    /// `text` with the first member `"key": VALUE` written twice (the copy first).
+    fn doubled(text: &str, key: &str) -> String {
+        let pat = format!("\"{key}\": ");
+        let start = text.find(&pat).unwrap_or_else(|| panic!("no {pat}"));
+        let value_at = start + pat.len();
+        let mut values = serde_json::Deserializer::from_str(&text[value_at..])
+            .into_iter::<serde::de::IgnoredAny>();
+        values.next().unwrap().unwrap();
+        let end = value_at + values.byte_offset();
+        format!(
+            "{}{}, {}",
+            &text[..start],
+            &text[start..end],
+            &text[start..]
+        )
+    }
+
+    #[test]
+    fn one_pass_parse_accepts_exactly_what_the_reporting_parse_accepts() {
+        assert!(accepted(GOLDEN));
+        assert!(accepted(&format!(" \n\t{GOLDEN}")));
+        // The same file with a policy, so that its objects can be doubled too.
+        let mut v: Value = serde_json::from_str(GOLDEN).unwrap();
+        v["servers"]["golden-legacy"]["policy"] = json!({
+            "taint": {"sources": ["escapes"], "sinks": []},
+            "sandbox": {"filesystem": {"read": ["/opt"], "write": []}, "network": {"allow": []}},
+        });
+        let with_policy = serde_json::to_string_pretty(&v).unwrap();
+        assert!(accepted(&with_policy));
+
+        let mut refused: Vec<String> = [
+            "lockfileVersion",
+            "generator",
+            "servers",
+            "golden-legacy",
+            "command",
+            "envPassthrough",
+            "serverInfo",
+            "name",
+            "instructions",
+            "capabilities",
+            "tools",
+            "listChanged",
+            "inputSchema",
+            "type",
+            "surface",
+            "escapes",
+            "resourceTemplates",
+            "supportedVersions",
+            "digests",
+        ]
+        .iter()
+        .map(|k| doubled(GOLDEN, k))
+        .collect();
+        refused.extend(
+            [
+                "policy",
+                "taint",
+                "sources",
+                "sandbox",
+                "filesystem",
+                "network",
+                "allow",
+            ]
+            .iter()
+            .map(|k| doubled(&with_policy, k)),
+        );
+        refused.extend([
+            GOLDEN.replacen("\"envPassthrough\"", "\"extra\": 1, \"envPassthrough\"", 1),
+            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 3", 1),
+            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 2.0", 1),
+            format!("{GOLDEN} {{}}"),
+            GOLDEN[..GOLDEN.len() / 2].to_owned(),
+            "[]".to_owned(),
+            "null".to_owned(),
+        ]);
+        // The struct fields in order, as an array: `serde` would take it for the struct.
+        let fields: Vec<Value> = v.as_object().unwrap().values().cloned().collect();
+        refused.push(serde_json::to_string(&fields).unwrap());
+        for text in &refused {
+            assert!(!accepted(text), "accepted: {text}");
+        }
+        // Not UTF-8, inside a string.
+        let mut bytes = GOLDEN.as_bytes().to_vec();
+        let at = GOLDEN.find("Golden fixture").unwrap();
+        bytes[at] = 0xFF;
+        assert!(!accepted_bytes(&bytes));
+    }
+
+    #[test]
+    fn surface_digest_of_the_golden_file() {
+        let lock = parse_typed(GOLDEN.as_bytes()).unwrap();
+        for entry in lock.servers.values() {
+            assert_eq!(entry.digests.surface_digest(), entry.digests.surface);
+            assert_eq!(
+                entry.digests.surface,
+                reference_surface_digest(&entry.digests)
+            );
+        }
+    }
+
+    /// The surface digest as it was first defined: the digests object without `surface`,
+    /// through a `Value` and the reference canonicalizer.
+    fn reference_surface_digest(d: &super::super::Digests) -> Sha256Digest {
+        let mut v = serde_json::to_value(d).unwrap();
+        v.as_object_mut().unwrap().remove("surface");
+        Sha256Digest::of_bytes(&serde_json_canonicalizer::to_vec(&v).unwrap())
+    }
+
+    fn arb_key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z]{1,6}",
+            any::<String>(),
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    'a',
+                    '\u{e000}',
+                    '\u{ffff}',
+                    '\u{10000}',
+                    '\u{1f600}',
+                    '"',
+                    '\u{1}'
+                ]),
+                1..5
+            )
+            .prop_map(|cs| cs.into_iter().collect()),
+        ]
+    }
+
+    fn arb_digests() -> impl Strategy<Value = BTreeMap<String, Sha256Digest>> {
+        prop::collection::btree_map(
+            arb_key(),
+            any::<[u8; 32]>().prop_map(Sha256Digest::from_array),
+            0..6,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn surface_digest_equals_the_reference(
+            instructions in prop::option::of(any::<[u8; 32]>()),
+            tools in arb_digests(),
+            prompts in arb_digests(),
+            resources in arb_digests(),
+            resource_templates in arb_digests(),
+        ) {
+            let d = super::super::Digests {
+                surface: Sha256Digest::from_array([0; 32]),
+                instructions: instructions.map(Sha256Digest::from_array),
+                tools,
+                prompts,
+                resources,
+                resource_templates,
+            };
+            prop_assert_eq!(d.surface_digest(), reference_surface_digest(&d));
+        }
+
+        #[test]
+        fn merged_digest_check_equals_the_general_one(
+            keys in prop::collection::btree_set("[a-e]{1,2}", 0..8),
+            recorded_keys in prop::collection::btree_set("[a-e]{1,2}", 0..8),
+            wrong in prop::collection::btree_set("[a-e]{1,2}", 0..4),
+        ) {
+            let items: Vec<Value> = keys.iter().map(|k| json!({"name": k, "d": k.len()})).collect();
+            prop_assert!(items_are_canonical(Kind::Tool, &items));
+            let recorded: BTreeMap<String, Sha256Digest> = recorded_keys
+                .iter()
+                .map(|k| {
+                    let d = if wrong.contains(k) {
+                        Sha256Digest::of_bytes(k.as_bytes())
+                    } else {
+                        Sha256Digest::of_json(&json!({"name": k, "d": k.len()}))
+                    };
+                    (k.clone(), d)
+                })
+                .collect();
+            let (mut merged, mut general) = (Vec::new(), Vec::new());
+            check_item_digests("s", Kind::Tool, &items, &recorded, &mut merged);
+            check_any_item_digests("s", Kind::Tool, &items, &recorded, &mut general);
+            prop_assert_eq!(merged, general);
+        }
+    }
 }

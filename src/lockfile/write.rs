@@ -8,16 +8,30 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::Lockfile;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Lockfile, ServerEntry};
 use crate::error::{Error, Result};
 
 /// The file's bytes. The version is the one the content requires.
 pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
-    let mut lock = lock.clone();
-    lock.lockfile_version = lock.required_version();
-    lock.generator = super::generator();
+    /// [`Lockfile`] with the version and generator of this write, borrowing the entries.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Written<'a> {
+        lockfile_version: u32,
+        generator: String,
+        servers: &'a BTreeMap<String, ServerEntry>,
+    }
+    let written = Written {
+        lockfile_version: lock.required_version(),
+        generator: super::generator(),
+        servers: &lock.servers,
+    };
     // Serializing plain data into a Vec cannot fail.
-    let mut out = serde_json::to_vec_pretty(&lock).unwrap_or_default();
+    let mut out = serde_json::to_vec_pretty(&written).unwrap_or_default();
     out.push(b'\n');
     out
 }

@@ -284,12 +284,15 @@ impl Connection {
                     data: err.get("data").cloned().map(Box::new),
                 });
             }
-            return match obj.get("result") {
-                Some(r) => Ok(r.clone()),
-                None => Err(ClientError::Protocol(format!(
-                    "the answer to `{method}` has neither `result` nor `error`"
-                ))),
+            let result = match msg {
+                Value::Object(mut obj) => obj.remove("result"),
+                _ => None,
             };
+            return result.ok_or_else(|| {
+                ClientError::Protocol(format!(
+                    "the answer to `{method}` has neither `result` nor `error`"
+                ))
+            });
         }
     }
 
@@ -408,20 +411,20 @@ impl Connection {
                 None if self.era == Era::Modern => json!({}),
                 None => Value::Null,
             };
-            let result = self.request(method, params).await?;
+            let mut result = self.request(method, params).await?;
             if self.era == Era::Modern {
                 check_complete(&result, method)?;
             }
             let page = result
-                .get(kind.field())
-                .and_then(Value::as_array)
+                .get_mut(kind.field())
+                .and_then(Value::as_array_mut)
                 .ok_or_else(|| {
                     ClientError::Protocol(format!(
                         "the `{method}` result has no `{}` array",
                         kind.field()
                     ))
                 })?;
-            items.extend(page.iter().cloned());
+            items.append(page);
             if items.len() > MAX_ITEMS_PER_KIND {
                 return Err(ClientError::Protocol(format!(
                     "the server lists more than {MAX_ITEMS_PER_KIND} {}; mcpsum never pins a partial surface",

@@ -103,6 +103,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     };
     let locked_era = entry.era();
     let max = opts.max_message;
+    // Fail closed before answering anything: a sandbox that cannot be built here is reported in
+    // full by the start itself, as `lock` and `verify` report it.
+    if let Some(spec) = &launch.sandbox
+        && crate::sandboxing::check(&launch, spec).is_err()
+    {
+        start_server(&launch, locked_era, copts.clone()).await?;
+    }
 
     // The client link is up at once: the handshake is answered from the lock while the server
     // starts (a slow `uvx`/`npx` start would otherwise outlast a client's discover probe); every
