@@ -215,6 +215,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let buffered = server_out.buffer().to_vec();
     let server_out = server_out.into_inner();
     // A large result passes in fewer reads and wake-ups through a larger pipe (best effort).
+    // Only this one pipe, and not much larger: the kernel counts every pipe's size against a
+    // per-user budget (`pipe-user-pages-soft`), beyond which the user's new pipes get one page.
     let _ = nix::fcntl::fcntl(&server_out, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut server_in = LineReader::new(server_out, max, &buffered);
     proxy.to_server.borrow_mut().attach(server_stdin);
@@ -331,7 +333,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
 /// Lines the client may send while the server starts, at most, before mcpsum stops reading.
 const EARLY_MAX: usize = 64;
 /// Size asked for the server's stdout pipe.
-const PIPE_SIZE: i32 = 1 << 20;
+const PIPE_SIZE: i32 = 256 << 10;
 
 /// The output of `f` if it is ready without waiting.
 fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
