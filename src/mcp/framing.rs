@@ -136,6 +136,11 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         &self.head
     }
 
+    /// The next line if it is already read, without reading more.
+    pub fn buffered(&mut self) -> Option<Frame> {
+        self.take_frame()
+    }
+
     /// The next line; `Ok(None)` at end of input, where a final line without a newline counts.
     /// Blank lines are skipped. Cancel-safe: dropping the future loses no input, so it can
     /// wait in a `select!`.

@@ -48,6 +48,11 @@ struct Held {
 }
 
 impl TaintGate {
+    /// Whether an approval prompt waits for the person's answer.
+    pub(super) fn prompts_open(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// Whether the client's name is known (and recorded in the session).
     pub(super) fn client_known(&self) -> bool {
         self.client_known

@@ -168,6 +168,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             }
         }
     }
+    proxy.write_now();
     proxy.taint.open_store(&state_dir, &session, &opts.name)?;
 
     // Boxed, so that dropping it ends the server at once.
@@ -177,6 +178,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         if client_gone {
             break Err("client closed stdin while the server started");
         }
+        proxy.write_now();
         let busy = proxy.to_client.borrow().busy();
         tokio::select! {
             r = &mut starting => break Ok(r),
@@ -221,6 +223,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let buffered = server_out.buffer().to_vec();
     let server_out = server_out.into_inner();
     // A large result passes in fewer reads and wake-ups through a larger pipe (best effort).
+    // Only this one pipe, and not much larger: the kernel counts every pipe's size against a
+    // per-user budget (`pipe-user-pages-soft`), beyond which the user's new pipes get one page.
     let _ = nix::fcntl::fcntl(&server_out, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
     let mut server_in = LineReader::new(server_out, max, &buffered);
     proxy.to_server.borrow_mut().attach(server_stdin);
@@ -246,29 +250,53 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         }
     }
 
-    // Approval prompts that get no answer time out.
+    // Approval prompts that get no answer time out (the timer runs only while one is open).
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let exit = loop {
         // No more input is read while a peer does not take what it was sent: a slow reader
         // slows the other side down instead of growing memory.
         let room = proxy.has_room();
-        let client_busy = proxy.to_client.borrow().busy();
-        let server_busy = proxy.to_server.borrow().busy();
-        tokio::select! {
-            _ = tick.tick() => proxy.expire_approvals().await,
-            frame = client_in.next_frame(), if room => match frame {
-                Ok(Some(Frame::Line(line))) => proxy.on_client_line(line).await,
-                Ok(Some(Frame::TooLong(n))) => proxy.client_too_long(n, client_in.head()).await,
-                Ok(None) | Err(_) => break End::ClientLeft,
-            },
-            frame = server_in.next_frame(), if room => match frame {
-                Ok(Some(Frame::Line(line))) => proxy.on_server_line(line).await,
-                Ok(Some(Frame::TooLong(n))) => proxy.server_too_long(n, server_in.head()).await,
-                Ok(None) | Err(_) => break End::ServerExited,
-            },
-            () = drain(&proxy.to_client), if client_busy => {}
-            () = drain(&proxy.to_server), if server_busy => {}
-            _ = &mut signalled => break End::Signal,
+        // Lines already read are handled before anything is written, so that what a burst of
+        // them produces goes out in one write per peer; a lone message is written at once.
+        let buffered = if room {
+            match client_in.buffered() {
+                Some(frame) => Some(Link::Client(Ok(Some(frame)))),
+                None => server_in.buffered().map(|f| Link::Server(Ok(Some(f)))),
+            }
+        } else {
+            None
+        };
+        let event = match buffered {
+            Some(event) => event,
+            None => {
+                proxy.write_now();
+                let room = proxy.has_room();
+                let client_busy = proxy.to_client.borrow().busy();
+                let server_busy = proxy.to_server.borrow().busy();
+                tokio::select! {
+                    _ = tick.tick(), if proxy.taint.prompts_open() => Link::Tick,
+                    frame = client_in.next_frame(), if room => Link::Client(frame),
+                    frame = server_in.next_frame(), if room => Link::Server(frame),
+                    () = drain(&proxy.to_client), if client_busy => Link::Written,
+                    () = drain(&proxy.to_server), if server_busy => Link::Written,
+                    _ = &mut signalled => break End::Signal,
+                }
+            }
+        };
+        match event {
+            Link::Client(Ok(Some(Frame::Line(line)))) => proxy.on_client_line(line).await,
+            Link::Client(Ok(Some(Frame::TooLong(n)))) => {
+                proxy.client_too_long(n, client_in.head()).await;
+            }
+            Link::Client(Ok(None) | Err(_)) => break End::ClientLeft,
+            Link::Server(Ok(Some(Frame::Line(line)))) => proxy.on_server_line(line).await,
+            Link::Server(Ok(Some(Frame::TooLong(n)))) => {
+                proxy.server_too_long(n, server_in.head()).await;
+            }
+            Link::Server(Ok(None) | Err(_)) => break End::ServerExited,
+            Link::Tick => proxy.expire_approvals().await,
+            Link::Written => {}
         }
     };
 
@@ -313,7 +341,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
 /// Lines the client may send while the server starts, at most, before mcpsum stops reading.
 const EARLY_MAX: usize = 64;
 /// Size asked for the server's stdout pipe.
-const PIPE_SIZE: i32 = 1 << 20;
+const PIPE_SIZE: i32 = 256 << 10;
 
 /// The output of `f` if it is ready without waiting.
 fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
@@ -377,6 +405,14 @@ fn client_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
         Some(p) => Box::new(p),
         None => Box::new(tokio::io::stdout()),
     }
+}
+
+/// What woke the main loop.
+enum Link {
+    Client(std::io::Result<Option<Frame>>),
+    Server(std::io::Result<Option<Frame>>),
+    Tick,
+    Written,
 }
 
 enum End {
@@ -639,6 +675,12 @@ impl Proxy {
         self.to_server
             .borrow_mut()
             .push(Out::bytes(framing::encode(&msg)));
+    }
+
+    /// Writes what waits for either peer as far as its pipe takes it, without waiting.
+    fn write_now(&self) {
+        self.to_client.borrow_mut().write_now();
+        self.to_server.borrow_mut().write_now();
     }
 
     /// Whether both peers take what they are sent, so that more input may be read.

@@ -1,5 +1,6 @@
-//! Messages on their way to one peer: written at once when the pipe takes them, queued (within
-//! a bound the main loop respects before reading more) when it does not.
+//! Messages on their way to one peer: queued while the main loop handles the lines it has
+//! already read, then written together, at once when the pipe takes them, or as it frees up
+//! (within a bound the main loop respects before reading more).
 //!
 //! A message is our own bytes and, for relayed results and arguments, ranges of the line it was
 //! received in: that line is moved along, never copied, so a 64 MiB answer is held once.
@@ -220,14 +221,13 @@ impl Outbox {
         self.write_now();
     }
 
-    /// Sends a message: written at once as far as the pipe takes it, the rest queued.
+    /// Queues a message; [`Outbox::write_now`] or [`Outbox::poll_drain`] writes it.
     pub(super) fn push(&mut self, out: Out) {
         if self.q.closed || out.len() == 0 {
             return;
         }
         self.q.bytes += out.len();
         self.q.messages.push_back(out);
-        self.write_now();
     }
 
     /// Whether the main loop may read more input that could add to this queue.
@@ -240,8 +240,9 @@ impl Outbox {
         !self.q.closed && self.writer.is_some() && (!self.q.messages.is_empty() || self.unflushed)
     }
 
-    /// Writes what the writer takes without waiting.
-    fn write_now(&mut self) {
+    /// Writes what the writer takes without waiting: everything queued, in one vectored write
+    /// when the pipe has room.
+    pub(super) fn write_now(&mut self) {
         let mut cx = Context::from_waker(Waker::noop());
         let _ = self.poll_drain(&mut cx);
     }
@@ -360,6 +361,7 @@ mod tests {
         assert!(outbox.has_room());
         outbox.attach(w);
         outbox.push(Out::bytes(vec![b'x'; 100]));
+        outbox.write_now();
         assert!(!outbox.busy());
         assert_eq!(outbox.q.bytes, 0);
     }
