@@ -2,8 +2,9 @@
 //! `CONNECT`, and matching one against the other. Pure; no I/O.
 //!
 //! Entries: `host:port`, `*.suffix:port` (one or more labels in front of the suffix, never the
-//! apex), `a.b.c.d:port`, `[v6]:port`. Names match only name entries and IP targets only IP
-//! entries: there is no reverse lookup, and `::ffff:10.0.0.5` does not match `10.0.0.5`.
+//! apex; so the suffix has at most 251 bytes), `a.b.c.d:port`, `[v6]:port`. Names match only name
+//! entries and IP targets only IP entries: there is no reverse lookup, and `::ffff:10.0.0.5` does
+//! not match `10.0.0.5`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -78,6 +79,13 @@ pub enum EntryProblem {
          domain: list `*.example.{0}` or exact names"
     )]
     WildcardTooBroad(String),
+    /// A wildcard suffix longer than 251 bytes: every name below it would be over 253 bytes, so
+    /// the entry could match nothing.
+    #[error(
+        "wildcard suffix is {0} bytes, so no name fits below it (names have at most 253); \
+         shorten the suffix to 251 bytes or list exact names"
+    )]
+    WildcardTooLong(usize),
     /// Empty host.
     #[error("the host is empty; write `host:port`")]
     EmptyHost,
@@ -241,6 +249,10 @@ fn parse_entry(text: &str) -> Result<Entry, EntryProblem> {
                 if !suffix.contains('.') {
                     return Err(EntryProblem::WildcardTooBroad(suffix));
                 }
+                // `x.` plus the suffix must still be a valid name, or the entry matches nothing.
+                if suffix.len() > MAX_NAME - 2 {
+                    return Err(EntryProblem::WildcardTooLong(suffix.len()));
+                }
                 Pattern::Wildcard(suffix)
             } else if h.contains('*') {
                 return Err(EntryProblem::BadWildcard);
@@ -324,6 +336,9 @@ fn check_ip(ip: IpAddr) -> Result<IpAddr, EntryProblem> {
     Ok(ip)
 }
 
+/// The longest name DNS allows, in bytes, without the trailing dot (RFC 1035 2.3.4).
+const MAX_NAME: usize = 253;
+
 /// Lower-case, drop one trailing dot, and check LDH rules. The last label may not be numeric
 /// (nor hex such as `0x7f`): glibc's `inet_aton` reads `2130706433` or `0x7f.1` as IPv4.
 fn normalise_name(raw: &str) -> Result<String, EntryProblem> {
@@ -331,7 +346,7 @@ fn normalise_name(raw: &str) -> Result<String, EntryProblem> {
     if name.is_empty() {
         return Err(EntryProblem::EmptyHost);
     }
-    if name.len() > 253 {
+    if name.len() > MAX_NAME {
         return Err(EntryProblem::NameTooLong);
     }
     for label in name.split('.') {
@@ -450,6 +465,16 @@ mod tests {
             ("*example.com:443", P::BadWildcard),
             ("**.example.com:443", P::BadWildcard),
             ("*.com:443", P::WildcardTooBroad("com".into())),
+            // The `allowlist` fuzz target's check that a wildcard admits a name one label below
+            // it caught these: a suffix this long admitted no name at all.
+            (
+                &format!("*.{}:443", long_name(252)),
+                P::WildcardTooLong(252),
+            ),
+            (
+                &format!("*.{}.:443", long_name(253)),
+                P::WildcardTooLong(253),
+            ),
             ("*.com.:443", P::WildcardTooBroad("com".into())),
             (&format!("{}.com:443", "a.".repeat(125)), P::NameTooLong),
             (
@@ -471,6 +496,27 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(one(text), Err(want.clone()), "{text}");
         }
+    }
+
+    /// A valid name of exactly `len` bytes: labels of 63 `a`s and a last one of `b`s.
+    fn long_name(len: usize) -> String {
+        let mut name = String::new();
+        while len - name.len() > 64 {
+            name.push_str(&"a".repeat(63));
+            name.push('.');
+        }
+        name.push_str(&"b".repeat(len - name.len()));
+        name
+    }
+
+    #[test]
+    fn longest_wildcard_admits_the_longest_names() {
+        let suffix = long_name(251);
+        let list = Allowlist::parse(&[format!("*.{suffix}:443")]).unwrap();
+        let below = Target::parse(&format!("x.{suffix}:443")).unwrap();
+        assert_eq!(below.host_text().len(), 253);
+        assert!(list.find(&below).is_some());
+        assert!(Target::parse(&format!("xy.{suffix}:443")).is_err());
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub use allowlist::{Allowlist, AllowlistError, Entry, EntryProblem, Host, Patter
 pub use class::{AddressClass, classify};
 pub use decide::{TargetDecision, Vetted, decide_target, sni_matches, vet_addresses};
 pub use head::HeadError;
+// The request-head parser, public for the fuzz targets in `fuzz/` (the proxy is its only user).
+#[doc(hidden)]
+pub use head::{head_end, parse_head};
 pub use hello::{ClientHelloInfo, HelloError, HelloReader, read_client_hello};
 pub use proxy::{
     AuditSink, BoxFuture, EgressConfig, Limits, Resolver, SystemResolver, Timeouts, serve,
