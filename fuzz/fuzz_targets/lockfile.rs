@@ -52,7 +52,7 @@ fn check(data: &[u8]) {
                 let rebuilt = ServerEntry::from_surface(
                     entry.command.clone(),
                     entry.env_passthrough.clone(),
-                    &entry.surface(),
+                    entry.surface(),
                     entry.policy.clone(),
                 )
                 .unwrap_or_else(|e| panic!("server `{name}`: {e}"));
