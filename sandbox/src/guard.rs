@@ -119,7 +119,7 @@ fn reap(server: Pid, status: &mut Option<WaitStatus>) {
 
 /// Kills every descendant, round after round (a forking process can add children between a
 /// scan and its kill; its orphans come back to us), until none is left.
-fn end_tree() {
+pub(crate) fn end_tree() {
     let me = getpid().as_raw();
     for _ in 0..200 {
         // No child left means no descendant left: every orphan comes back to us.

@@ -231,5 +231,13 @@ pub fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::proce
     }
 }
 
+/// Kills every descendant of this process, round after round, reaping them, until none is left
+/// (what a guard does when its server ends; mcpsum, a subreaper too, does it before it exits).
+/// Elsewhere than Linux, nothing.
+pub fn end_descendants() {
+    #[cfg(target_os = "linux")]
+    guard::end_tree();
+}
+
 /// Default time [`Prepared::receive_listener`] should wait for the launcher (design 4.6).
 pub const BRIDGE_TIMEOUT: Duration = Duration::from_secs(5);

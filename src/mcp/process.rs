@@ -277,74 +277,9 @@ pub fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
-/// Ends every process still parented to mcpsum (adopted orphans of servers that were already
-/// ended), repeatedly, until none is left. Call it only when no server should run any more.
+/// Ends every process still descending from mcpsum (adopted orphans of servers that were
+/// already ended), repeatedly, until none is left: the guard's own sweep. Call it only when no
+/// server should run any more.
 pub fn kill_adopted_orphans() {
-    use nix::sys::signal::{Signal, kill};
-    use nix::sys::wait::{WaitPidFlag, waitpid};
-    use nix::unistd::Pid;
-    let me = std::process::id();
-    for _ in 0..50 {
-        let children = children_of(me);
-        // Reap whatever already exited (adopted zombies, too).
-        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            if status == nix::sys::wait::WaitStatus::StillAlive {
-                break;
-            }
-        }
-        if children.is_empty() {
-            return;
-        }
-        for pid in children {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Pids whose parent is `parent` and that have not exited. The kernel's per-thread
-/// `/proc/PID/task/TID/children` lists make this a few reads; without them (a kernel built
-/// without `CONFIG_PROC_CHILDREN`) every process in `/proc` is looked at.
-fn children_of(parent: u32) -> Vec<i32> {
-    match listed_children(parent) {
-        Some(pids) => pids
-            .into_iter()
-            .filter(|&pid| is_live_child(pid, parent))
-            .collect(),
-        None => {
-            let Ok(entries) = std::fs::read_dir("/proc") else {
-                return Vec::new();
-            };
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|&pid| is_live_child(pid, parent))
-                .collect()
-        }
-    }
-}
-
-/// The children of every thread of `parent`, or `None` when a list cannot be read.
-fn listed_children(parent: u32) -> Option<Vec<i32>> {
-    let mut pids = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{parent}/task")).ok()? {
-        let list = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
-        pids.extend(
-            list.split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok()),
-        );
-    }
-    Some(pids)
-}
-
-/// Whether `pid` is a child of `parent` that is not a zombie (zombies are reaped, not killed).
-fn is_live_child(pid: i32, parent: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .is_some_and(|stat| {
-            let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            state != Some("Z") && fields.next().and_then(|p| p.parse::<u32>().ok()) == Some(parent)
-        })
+    mcpsum_sandbox::end_descendants();
 }
