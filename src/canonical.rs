@@ -318,6 +318,231 @@ impl<'a, S: Sink> Writer<'a, S> {
     }
 }
 
+/// The digest of the value `deserializer` yields, computed while it is read: the canonical form
+/// is written as the text is parsed (members sorted in place), and no tree of the value is
+/// built. Only the top-level members named in `capture` are kept, in `captured` at the same
+/// index; it also says whether the value was an object. As strict as [`parse_strict`]: a
+/// duplicate key anywhere is an error.
+pub fn digest_deserialize<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    capture: &[&str],
+    captured: &mut [Option<Value>],
+) -> Result<([u8; 32], bool), D::Error> {
+    // The buffers are kept per thread, so that digesting many small items allocates nothing.
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<TextCanon> = std::cell::RefCell::default();
+    }
+    BUFFERS.with_borrow_mut(|st| {
+        st.out.clear();
+        st.keys.clear();
+        st.members.clear();
+        let is_object = deserializer.deserialize_any(CanonSeed {
+            st: &mut *st,
+            capture: Some((capture, captured)),
+        })?;
+        Ok((Sha256::digest(&st.out).into(), is_object))
+    })
+}
+
+/// The state of [`digest_deserialize`]: the canonical bytes so far, a buffer for re-ordering an
+/// object's members, the keys of the objects being read, and one stack of members (the key's
+/// range in `keys`, the member's range in `out`) shared by every object being read.
+#[derive(Default)]
+struct TextCanon {
+    out: Vec<u8>,
+    scratch: Vec<u8>,
+    keys: String,
+    members: Vec<Member>,
+}
+
+/// One member of an object being read: where its key is in `keys` and its canonical
+/// `"key":value` in `out`.
+#[derive(Clone, Copy)]
+struct Member {
+    key: (usize, usize),
+    start: usize,
+    end: usize,
+}
+
+/// Writes the canonical form of one value into `st.out`; yields whether it was an object.
+struct CanonSeed<'s> {
+    st: &'s mut TextCanon,
+    /// Only for the top-level value: the member names to keep and where to keep their values.
+    capture: Option<(&'s [&'s str], &'s mut [Option<Value>])>,
+}
+
+impl<'de> DeserializeSeed<'de> for CanonSeed<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CanonSeed<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<bool, E> {
+        self.st.out.put(if v { b"true" } else { b"false" });
+        Ok(false)
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<bool, E> {
+        Writer::new(&mut self.st.out).number(&Number::from(v));
+        Ok(false)
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<bool, E> {
+        Writer::new(&mut self.st.out).number(&Number::from(v));
+        Ok(false)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<bool, E> {
+        let n = Number::from_f64(v).ok_or_else(|| E::custom("number out of range"))?;
+        Writer::new(&mut self.st.out).number(&n);
+        Ok(false)
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Writer::new(&mut self.st.out).string(v);
+        Ok(false)
+    }
+
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        self.st.out.put(b"null");
+        Ok(false)
+    }
+
+    fn visit_none<E>(self) -> Result<bool, E> {
+        self.st.out.put(b"null");
+        Ok(false)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let st = self.st;
+        st.out.push(b'[');
+        let mut first = true;
+        loop {
+            let mark = st.out.len();
+            if !first {
+                st.out.push(b',');
+            }
+            let seed = CanonSeed {
+                st: &mut *st,
+                capture: None,
+            };
+            if seq.next_element_seed(seed)?.is_none() {
+                st.out.truncate(mark);
+                break;
+            }
+            first = false;
+        }
+        st.out.push(b']');
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let (st, mut capture) = (self.st, self.capture);
+        st.out.push(b'{');
+        let body = st.out.len();
+        let base = st.members.len();
+        let keys_base = st.keys.len();
+        loop {
+            let key_start = st.keys.len();
+            if map.next_key_seed(KeySeed(&mut st.keys))?.is_none() {
+                break;
+            }
+            let key = (key_start, st.keys.len());
+            if st.members.len() > base {
+                st.out.push(b',');
+            }
+            let start = st.out.len();
+            Writer::new(&mut st.out).string(&st.keys[key.0..key.1]);
+            st.out.push(b':');
+            let kept = capture.as_mut().and_then(|(names, values)| {
+                let i = names.iter().position(|n| *n == &st.keys[key.0..key.1])?;
+                Some((i, values))
+            });
+            match kept {
+                Some((i, values)) => {
+                    let StrictValue(v) = map.next_value()?;
+                    Writer::new(&mut st.out).value(&v);
+                    values[i] = Some(v);
+                }
+                None => {
+                    map.next_value_seed(CanonSeed {
+                        st: &mut *st,
+                        capture: None,
+                    })?;
+                }
+            }
+            let end = st.out.len();
+            st.members.push(Member { key, start, end });
+        }
+        let TextCanon {
+            out,
+            scratch,
+            keys,
+            members,
+        } = st;
+        let this = &mut members[base..];
+        let key = |m: &Member| &keys[m.key.0..m.key.1];
+        let ordered = this
+            .windows(2)
+            .all(|w| cmp_utf16(key(&w[0]), key(&w[1])) == Ordering::Less);
+        if !ordered {
+            this.sort_unstable_by(|a, b| cmp_utf16(key(a), key(b)));
+            if let Some(w) = this.windows(2).find(|w| key(&w[0]) == key(&w[1])) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate key `{}`",
+                    key(&w[0])
+                )));
+            }
+            scratch.clear();
+            scratch.extend_from_slice(&out[body..]);
+            out.truncate(body);
+            for (i, m) in this.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&scratch[m.start - body..m.end - body]);
+            }
+        }
+        members.truncate(base);
+        keys.truncate(keys_base);
+        out.push(b'}');
+        Ok(true)
+    }
+}
+
+/// An object key, appended to the keys being read.
+struct KeySeed<'k>(&'k mut String);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.0.push_str(v);
+        Ok(())
+    }
+}
+
 /// Parses JSON text, rejecting duplicate object keys anywhere in the document.
 pub fn parse_strict(text: &str) -> Result<Value, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
@@ -544,6 +769,86 @@ mod tests {
         assert!(parse_strict("[1] [2]").is_err());
     }
 
+    /// What [`digest_deserialize`] gives for `text`: digest, whether an object, captured values.
+    #[allow(clippy::type_complexity)]
+    fn text_digest(
+        text: &str,
+        capture: &[&str],
+    ) -> Result<([u8; 32], bool, Vec<Option<Value>>), serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let mut captured = vec![None; capture.len()];
+        let (digest, is_object) = digest_deserialize(&mut de, capture, &mut captured)?;
+        de.end()?;
+        Ok((digest, is_object, captured))
+    }
+
+    /// `text` with every non-ASCII character and every ASCII letter inside strings written as a
+    /// `\u` escape, so that the parser hands out owned rather than borrowed strings.
+    fn escape_all(text: &str) -> String {
+        let mut out = String::new();
+        let mut in_string = false;
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => {
+                    in_string = !in_string;
+                    out.push(c);
+                }
+                '\\' if in_string => {
+                    out.push(c);
+                    let next = chars.next();
+                    out.extend(next);
+                    if next == Some('u') {
+                        out.extend(chars.by_ref().take(4));
+                    }
+                }
+                c if in_string && (c.is_ascii_alphabetic() || !c.is_ascii()) => {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{u:04x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn digest_from_text_refuses_duplicate_keys_and_keeps_captured_members() {
+        for text in [
+            r#"{"a": 1, "a": 2}"#,
+            r#"[{"x": {"b": 1, "c": 2, "b": 3}}]"#,
+            r#"{"b": 1, "\u0062": 2}"#,
+        ] {
+            let err = text_digest(text, &[]).unwrap_err();
+            assert!(err.to_string().contains("duplicate key"), "{text}: {err}");
+        }
+        let (digest, is_object, captured) = text_digest(
+            r#"{"name": "t", "x": [1, {"z": 2, "y": 3}], "annotations": {"readOnlyHint": true}}"#,
+            &["name", "annotations", "uri"],
+        )
+        .unwrap();
+        assert_eq!(
+            captured,
+            vec![
+                Some(serde_json::json!("t")),
+                Some(serde_json::json!({"readOnlyHint": true})),
+                None
+            ]
+        );
+        assert!(is_object);
+        assert_eq!(
+            digest,
+            Sha256::digest(
+                br#"{"annotations":{"readOnlyHint":true},"name":"t","x":[1,{"y":3,"z":2}]}"#
+            )
+            .as_slice()
+        );
+        assert!(text_digest("[1e400]", &[]).is_err());
+        assert_eq!(text_digest("[]", &["a"]).unwrap().2, vec![None]);
+    }
+
     /// The reference implementation.
     fn oracle(v: &Value) -> Vec<u8> {
         serde_json_canonicalizer::to_vec(v).unwrap()
@@ -730,6 +1035,22 @@ mod tests {
             let reversed = reverse_keys(&v);
             prop_assert_eq!(canonicalize(&v), canonicalize(&parse_strict(&pretty).unwrap()));
             prop_assert_eq!(canonicalize(&v), canonicalize(&reversed));
+        }
+
+        #[test]
+        fn digest_from_text_equals_digest_of_the_parsed_value(v in arb_json()) {
+            let reversed = reverse_keys(&v);
+            for text in [
+                serde_json::to_string(&v).unwrap(),
+                serde_json::to_string_pretty(&reversed).unwrap(),
+                escape_all(&serde_json::to_string(&v).unwrap()),
+            ] {
+                let want = digest(&parse_strict(&text).unwrap());
+                let (got, is_object, captured) = text_digest(&text, &["a", ""]).unwrap();
+                prop_assert_eq!(got, want, "{}", text);
+                prop_assert_eq!(is_object, v.is_object());
+                prop_assert_eq!(&captured, &vec![v.get("a").cloned(), v.get("").cloned()]);
+            }
         }
 
         #[test]

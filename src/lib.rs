@@ -73,14 +73,18 @@ pub fn main() -> std::process::ExitCode {
         _ => {}
     }
     let cli = <cli::Cli as clap::Parser>::parse();
-    // Servers' detached children come back to mcpsum, which ends them before it exits.
-    crate::mcp::process::become_subreaper();
     let color = match cli.color {
         crate::cli::Color::Auto => anstream::ColorChoice::Auto,
         crate::cli::Color::Always => anstream::ColorChoice::Always,
         crate::cli::Color::Never => anstream::ColorChoice::Never,
     };
     crate::output::init(color, cli.quiet, cli.verbose);
+    // `show` only reads the lockfile: no runtime, no children to look after.
+    if let cli::Command::Show(args) = &cli.command {
+        return exit_code(commands::show::run(cli.lockfile.as_deref(), args));
+    }
+    // Servers' detached children come back to mcpsum, which ends them before it exits.
+    crate::mcp::process::become_subreaper();
     // One thread: mcpsum's work is I/O between pipes, and hand-offs between worker threads
     // cost more than they give (proxy latency per call).
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -97,6 +101,11 @@ pub fn main() -> std::process::ExitCode {
     // Do not wait for stray blocking tasks (stdin readers) at exit.
     runtime.shutdown_background();
     crate::mcp::process::kill_adopted_orphans();
+    exit_code(result)
+}
+
+/// The process's exit code for a command's result; an error is printed first.
+fn exit_code(result: Result<Exit>) -> std::process::ExitCode {
     match result {
         Ok(exit) => std::process::ExitCode::from(exit as u8),
         Err(e) => {

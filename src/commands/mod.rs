@@ -23,12 +23,16 @@ use crate::mcp::process::Launch;
 pub fn entry<'a>(lock: &'a Lockfile, path: &Path, name: &str) -> Result<&'a ServerEntry> {
     lock.servers
         .get(name)
-        .ok_or_else(|| unknown_server(lock, path, name))
+        .ok_or_else(|| unknown_server(lock.servers.keys(), path, name))
 }
 
 /// "no server named X" with the names that exist.
-pub fn unknown_server(lock: &Lockfile, path: &Path, name: &str) -> Error {
-    let names: Vec<String> = lock.servers.keys().map(|n| format!("`{n}`")).collect();
+pub fn unknown_server<'a>(
+    locked: impl Iterator<Item = &'a String>,
+    path: &Path,
+    name: &str,
+) -> Error {
+    let names: Vec<String> = locked.map(|n| format!("`{n}`")).collect();
     let err = Error::new(format!("`{}` has no server named `{name}`", path.display()));
     if names.is_empty() {
         err.hint(format!(

@@ -5,16 +5,21 @@ use serde_json::Value;
 
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
-use crate::lockfile::{self, Kind, ServerEntry};
+use crate::lockfile::{self, ItemSummary, Kind, LockedItem};
 use crate::output::{self, paint, sanitize_line, style};
 use crate::paths;
 
 /// Runs `show`.
 pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
-    let selected: Vec<(&String, &ServerEntry)> = match &args.name {
-        Some(name) => vec![(name, super::entry(&lock, &path, name)?)],
+    // Only names, keys and annotations of items are shown: a summary of each is enough, and
+    // reading one costs a fraction of building the item (every digest is still checked).
+    let lock = lockfile::load_summary(&path)?;
+    let selected: Vec<(&String, &Entry)> = match &args.name {
+        Some(name) => match lock.servers.get_key_value(name) {
+            Some(found) => vec![found],
+            None => return Err(super::unknown_server(lock.servers.keys(), &path, name)),
+        },
         None => lock.servers.iter().collect(),
     };
     if args.json {
@@ -46,8 +51,11 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
     Ok(Exit::Ok)
 }
 
-fn hints(tool: &Value) -> Vec<String> {
-    let ann = tool.get("annotations");
+/// An entry as `show` reads it.
+type Entry = lockfile::Entry<ItemSummary>;
+
+fn hints(tool: &ItemSummary) -> Vec<String> {
+    let ann = tool.annotations();
     [
         "readOnlyHint",
         "destructiveHint",
@@ -63,7 +71,7 @@ fn hints(tool: &Value) -> Vec<String> {
     .collect()
 }
 
-fn labels(entry: &ServerEntry, tool: &str) -> Vec<&'static str> {
+fn labels(entry: &Entry, tool: &str) -> Vec<&'static str> {
     let mut out = Vec::new();
     if let Some(t) = entry.taint() {
         if t.sources.iter().any(|s| s == tool) {
@@ -76,7 +84,7 @@ fn labels(entry: &ServerEntry, tool: &str) -> Vec<&'static str> {
     out
 }
 
-fn human_entry(name: &str, e: &ServerEntry) -> String {
+fn human_entry(name: &str, e: &Entry) -> String {
     let mut s = String::new();
     let info = &e.server_info;
     let server = sanitize_line(&format!(
@@ -123,7 +131,7 @@ fn human_entry(name: &str, e: &ServerEntry) -> String {
     ));
     s.push_str(&format!("  digest       {}\n", e.digests.surface));
     for tool in &e.tools {
-        let tname = Kind::Tool.key_of(tool).unwrap_or_default();
+        let tname = tool.key(Kind::Tool).unwrap_or_default();
         let h = hints(tool);
         let l = labels(e, tname);
         let mut line = format!("    {}", sanitize_line(tname));
@@ -141,7 +149,7 @@ fn human_entry(name: &str, e: &ServerEntry) -> String {
             s.push_str(&format!(
                 "    {} {}\n",
                 paint(style::DIM, kind.noun()),
-                kind.key_of(item).unwrap_or_default()
+                item.key(kind).unwrap_or_default()
             ));
         }
     }
@@ -212,7 +220,7 @@ struct JsonDoc<'a> {
 }
 
 /// The selected entries as an object keyed by name, in order.
-struct JsonServers<'a>(&'a [(&'a String, &'a ServerEntry)]);
+struct JsonServers<'a>(&'a [(&'a String, &'a Entry)]);
 
 impl Serialize for JsonServers<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -257,12 +265,9 @@ struct JsonTool<'a> {
 }
 
 impl<'a> JsonEntry<'a> {
-    fn new(e: &'a ServerEntry) -> Self {
+    fn new(e: &'a Entry) -> Self {
         let keys = |kind: Kind| -> Vec<&'a str> {
-            e.items(kind)
-                .iter()
-                .filter_map(|i| kind.key_of(i))
-                .collect()
+            e.items(kind).iter().filter_map(|i| i.key(kind)).collect()
         };
         Self {
             command: &e.command,
@@ -285,10 +290,10 @@ impl<'a> JsonEntry<'a> {
                 .tools
                 .iter()
                 .map(|t| {
-                    let name = Kind::Tool.key_of(t).unwrap_or_default();
+                    let name = t.key(Kind::Tool).unwrap_or_default();
                     JsonTool {
                         name,
-                        annotations: t.get("annotations"),
+                        annotations: t.annotations(),
                         labels: labels(e, name),
                     }
                 })

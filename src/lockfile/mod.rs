@@ -19,8 +19,8 @@ use serde_json::Value;
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
 pub use read::{
-    check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes, read_bytes,
-    reload_optional,
+    Summary, check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes,
+    load_summary, read_bytes, reload_optional,
 };
 pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, to_bytes, write_atomic};
@@ -57,7 +57,7 @@ impl Default for Lockfile {
 /// Leaves a loaded lockfile to the operating system instead of freeing it: for a command that
 /// is about to exit, freeing every item of a large file one allocation at a time costs more than
 /// the rest of its work after loading. Memory is reclaimed when the process ends.
-pub fn release_at_exit(lock: Lockfile) {
+pub fn release_at_exit<T>(lock: T) {
     std::mem::forget(lock);
 }
 
@@ -123,10 +123,18 @@ where
     deserializer.deserialize_map(StrictMap(std::marker::PhantomData))
 }
 
-/// One server's pinned surface and its policy.
+/// One server's pinned surface and its policy, with its items as full definitions.
+pub type ServerEntry = Entry<Value>;
+
+/// One server's pinned surface and its policy. `I` is how an item is held: its full definition
+/// ([`ServerEntry`], what every command but `show` uses) or an [`ItemSummary`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServerEntry {
+#[serde(
+    rename_all = "camelCase",
+    deny_unknown_fields,
+    bound(serialize = "I: Serialize", deserialize = "I: LockedItem")
+)]
+pub struct Entry<I> {
     /// The exact argv the proxy runs.
     pub command: Vec<String>,
     /// Names of environment variables passed to the server. Values are never stored.
@@ -145,17 +153,17 @@ pub struct ServerEntry {
     #[serde(deserialize_with = "crate::canonical::strict_value")]
     pub capabilities: Value,
     /// Full tool definitions, sorted by `name`.
-    #[serde(deserialize_with = "crate::canonical::strict_values")]
-    pub tools: Vec<Value>,
+    #[serde(deserialize_with = "locked_items")]
+    pub tools: Vec<I>,
     /// Full prompt definitions, sorted by `name`.
-    #[serde(deserialize_with = "crate::canonical::strict_values")]
-    pub prompts: Vec<Value>,
+    #[serde(deserialize_with = "locked_items")]
+    pub prompts: Vec<I>,
     /// Full resource definitions, sorted by `uri`.
-    #[serde(deserialize_with = "crate::canonical::strict_values")]
-    pub resources: Vec<Value>,
+    #[serde(deserialize_with = "locked_items")]
+    pub resources: Vec<I>,
     /// Full resource template definitions, sorted by `uriTemplate`.
-    #[serde(deserialize_with = "crate::canonical::strict_values")]
-    pub resource_templates: Vec<Value>,
+    #[serde(deserialize_with = "locked_items")]
+    pub resource_templates: Vec<I>,
     /// Written by people, never by servers; not covered by digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
@@ -455,13 +463,13 @@ pub fn canonical_items_owned(kind: Kind, mut items: Vec<Value>) -> Result<Vec<Va
 
 /// Whether `items` are already canonical: within the cap, each an object with a string key,
 /// keys strictly increasing. Cheaper than [`canonical_items`] and nothing is copied.
-pub fn items_are_canonical(kind: Kind, items: &[Value]) -> bool {
+pub fn items_are_canonical<I: LockedItem>(kind: Kind, items: &[I]) -> bool {
     if items.len() > MAX_ITEMS_PER_KIND {
         return false;
     }
     let mut prev: Option<&str> = None;
     for item in items {
-        let Some(key) = item.as_object().and_then(|_| kind.key_of(item)) else {
+        let Some(key) = item.key(kind).filter(|_| item.is_object()) else {
             return false;
         };
         if prev.is_some_and(|p| p >= key) {
@@ -473,7 +481,10 @@ pub fn items_are_canonical(kind: Kind, items: &[Value]) -> bool {
 }
 
 /// The keys of `items` with their indices, sorted by key; checks keys, duplicates and the cap.
-fn sorted_keys(kind: Kind, items: &[Value]) -> Result<Vec<(&str, usize)>, ItemError> {
+pub fn sorted_keys<I: LockedItem>(
+    kind: Kind,
+    items: &[I],
+) -> Result<Vec<(&str, usize)>, ItemError> {
     if items.len() > MAX_ITEMS_PER_KIND {
         return Err(ItemError::TooMany {
             kind,
@@ -482,7 +493,7 @@ fn sorted_keys(kind: Kind, items: &[Value]) -> Result<Vec<(&str, usize)>, ItemEr
     }
     let mut keyed: Vec<(&str, usize)> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        match (item.is_object(), kind.key_of(item)) {
+        match (item.is_object(), item.key(kind)) {
             (true, Some(key)) => keyed.push((key, index)),
             _ => return Err(ItemError::NoKey { kind, index }),
         }
@@ -500,10 +511,10 @@ fn sorted_keys(kind: Kind, items: &[Value]) -> Result<Vec<(&str, usize)>, ItemEr
 }
 
 /// Digests per key of items that are already canonical.
-pub fn item_digests(kind: Kind, items: &[Value]) -> BTreeMap<String, Sha256Digest> {
+pub fn item_digests<I: LockedItem>(kind: Kind, items: &[I]) -> BTreeMap<String, Sha256Digest> {
     items
         .iter()
-        .filter_map(|item| Some((kind.key_of(item)?.to_owned(), Sha256Digest::of_json(item))))
+        .filter_map(|item| Some((item.key(kind)?.to_owned(), item.digest())))
         .collect()
 }
 
@@ -584,6 +595,57 @@ impl Digests {
     }
 }
 
+impl<I> Entry<I> {
+    /// The era of this entry: modern exactly when it records `supportedVersions`.
+    pub fn era(&self) -> Era {
+        if self.supported_versions.is_some() {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+
+    /// The items of one kind.
+    pub fn items(&self, kind: Kind) -> &[I] {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
+            Kind::ResourceTemplate => &self.resource_templates,
+        }
+    }
+
+    /// The taint policy, if any.
+    pub fn taint(&self) -> Option<&TaintPolicy> {
+        self.policy.as_ref().and_then(|p| p.taint.as_ref())
+    }
+
+    /// The sandbox policy, if any.
+    pub fn sandbox(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref().and_then(|p| p.sandbox.as_ref())
+    }
+
+    /// The same entry with each item turned into another form.
+    pub fn map_items<J>(self, f: impl Fn(I) -> J) -> Entry<J> {
+        let all = |items: Vec<I>| items.into_iter().map(&f).collect();
+        Entry {
+            command: self.command,
+            env_passthrough: self.env_passthrough,
+            protocol_version: self.protocol_version,
+            supported_versions: self.supported_versions,
+            server_info: self.server_info,
+            instructions: self.instructions,
+            capabilities: self.capabilities,
+            tools: all(self.tools),
+            prompts: all(self.prompts),
+            resources: all(self.resources),
+            resource_templates: all(self.resource_templates),
+            policy: self.policy,
+            digests: self.digests,
+        }
+    }
+}
+
 impl ServerEntry {
     /// Builds an entry from a surface read from a server: sorts items, rejects duplicates and
     /// oversized lists, computes digests. `policy` is the one kept from a previous entry. The
@@ -639,25 +701,6 @@ impl ServerEntry {
         })
     }
 
-    /// The era of this entry: modern exactly when it records `supportedVersions`.
-    pub fn era(&self) -> Era {
-        if self.supported_versions.is_some() {
-            Era::Modern
-        } else {
-            Era::Legacy
-        }
-    }
-
-    /// The items of one kind.
-    pub fn items(&self, kind: Kind) -> &[Value] {
-        match kind {
-            Kind::Tool => &self.tools,
-            Kind::Prompt => &self.prompts,
-            Kind::Resource => &self.resources,
-            Kind::ResourceTemplate => &self.resource_templates,
-        }
-    }
-
     /// The locked item of `kind` with key `key`.
     pub fn item(&self, kind: Kind, key: &str) -> Option<&Value> {
         // Items are sorted by key (see the module docs), so a binary search finds one; were a
@@ -684,15 +727,114 @@ impl ServerEntry {
                 .collect(),
         }
     }
+}
 
-    /// The taint policy, if any.
-    pub fn taint(&self) -> Option<&TaintPolicy> {
-        self.policy.as_ref().and_then(|p| p.taint.as_ref())
+/// How an entry holds its items, as far as reading and checking the file needs.
+pub trait LockedItem: Sized {
+    /// Reads a list of items (strict: no duplicate key anywhere).
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error>;
+    /// The item's key (`name`, `uri` or `uriTemplate` for `kind`) if it is a string.
+    fn key(&self, kind: Kind) -> Option<&str>;
+    /// Whether the item is a JSON object.
+    fn is_object(&self) -> bool;
+    /// The digest of the item's canonical form.
+    fn digest(&self) -> Sha256Digest;
+}
+
+fn locked_items<'de, D: serde::Deserializer<'de>, I: LockedItem>(d: D) -> Result<Vec<I>, D::Error> {
+    I::deserialize_items(d)
+}
+
+impl LockedItem for Value {
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
+        crate::canonical::strict_values(d)
     }
 
-    /// The sandbox policy, if any.
-    pub fn sandbox(&self) -> Option<&SandboxPolicy> {
-        self.policy.as_ref().and_then(|p| p.sandbox.as_ref())
+    fn key(&self, kind: Kind) -> Option<&str> {
+        kind.key_of(self)
+    }
+
+    fn is_object(&self) -> bool {
+        Value::is_object(self)
+    }
+
+    fn digest(&self) -> Sha256Digest {
+        Sha256Digest::of_json(self)
+    }
+}
+
+/// What `show` needs of a locked item, read without building the item's tree: its key, its
+/// annotations and its digest, computed from the text as it is read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemSummary {
+    digest: Sha256Digest,
+    is_object: bool,
+    /// `name`, `uri` and `uriTemplate`, where they are strings.
+    keys: [Option<Box<str>>; 3],
+    annotations: Option<Box<Value>>,
+}
+
+impl ItemSummary {
+    /// The members kept: the three key fields, then `annotations`.
+    const KEPT: [&'static str; 4] = ["name", "uri", "uriTemplate", "annotations"];
+
+    /// The summary of a full definition.
+    pub fn of(item: &Value) -> Self {
+        Self::new(
+            Sha256Digest::of_json(item),
+            item.is_object(),
+            Self::KEPT.map(|k| item.get(k).cloned()),
+        )
+    }
+
+    fn new(digest: Sha256Digest, is_object: bool, kept: [Option<Value>; 4]) -> Self {
+        let [name, uri, template, annotations] = kept;
+        let key = |v: Option<Value>| match v {
+            Some(Value::String(s)) => Some(s.into_boxed_str()),
+            _ => None,
+        };
+        Self {
+            digest,
+            is_object,
+            keys: [key(name), key(uri), key(template)],
+            annotations: annotations.map(Box::new),
+        }
+    }
+
+    /// The item's `annotations`, if it has them.
+    pub fn annotations(&self) -> Option<&Value> {
+        self.annotations.as_deref()
+    }
+}
+
+impl<'de> Deserialize<'de> for ItemSummary {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut kept = [None, None, None, None];
+        let (digest, is_object) = crate::canonical::digest_deserialize(d, &Self::KEPT, &mut kept)?;
+        Ok(Self::new(Sha256Digest::from_array(digest), is_object, kept))
+    }
+}
+
+impl LockedItem for ItemSummary {
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
+        Vec::deserialize(d)
+    }
+
+    fn key(&self, kind: Kind) -> Option<&str> {
+        let i = match kind {
+            Kind::Tool | Kind::Prompt => 0,
+            Kind::Resource => 1,
+            Kind::ResourceTemplate => 2,
+        };
+        self.keys[i].as_deref()
+    }
+
+    fn is_object(&self) -> bool {
+        self.is_object
+    }
+
+    fn digest(&self) -> Sha256Digest {
+        self.digest
     }
 }
 

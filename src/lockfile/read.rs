@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Era, Kind, Lockfile, PROMPTS_WILDCARD, RESOURCES_WILDCARD, SUPPORTED_VERSIONS, ServerEntry,
-    Sha256Digest, canonical_items, item_digests, items_are_canonical, valid_env_name,
-    valid_server_name,
+    Entry, Era, ItemSummary, Kind, LockedItem, Lockfile, PROMPTS_WILDCARD, RESOURCES_WILDCARD,
+    SUPPORTED_VERSIONS, ServerEntry, Sha256Digest, item_digests, items_are_canonical, sorted_keys,
+    valid_env_name, valid_server_name,
 };
 use crate::canonical::parse_strict_slice;
 use crate::error::{Error, Result};
@@ -79,13 +79,16 @@ fn io_cause(e: &std::io::Error) -> String {
 /// anywhere). Only when that fails is the file parsed again, step by step, to say precisely what
 /// is wrong and where.
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
-    let lock = match parse_typed(bytes) {
-        Some(lock) => lock,
-        None => parse_reporting(path, bytes)?,
+    let (lock, problems) = match parse_typed(bytes) {
+        Some(parsed) => parsed,
+        None => {
+            let lock = parse_reporting(path, bytes)?;
+            let problems = validate(&lock);
+            (lock, problems)
+        }
     };
 
     // Every rule and every digest, all problems at once.
-    let problems = validate(&lock);
     if problems.is_empty() {
         return Ok(lock);
     }
@@ -115,22 +118,89 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
     Err(err)
 }
 
-/// The typed model of a well-formed file in one pass, or `None` if anything is off (then
-/// [`parse_reporting`] says what). Accepts exactly what [`parse_reporting`] accepts: a top-level
-/// object, a supported version, no duplicate key anywhere (the model's maps and values refuse
-/// them, and derived structs refuse a field given twice), no unknown field.
-fn parse_typed(bytes: &[u8]) -> Option<Lockfile> {
+/// The typed model of a well-formed file and its validation problems, or `None` if anything is
+/// off in the parse (then [`parse_reporting`] says what). Accepts exactly what [`parse_reporting`]
+/// accepts: a top-level object, a supported version, no duplicate key anywhere (the model's maps
+/// and values refuse them, and derived structs refuse a field given twice), no unknown field.
+fn parse_typed(bytes: &[u8]) -> Option<(Lockfile, Vec<String>)> {
+    let (parsed, problems) = parse_entries_of::<Value>(bytes)?;
+    let lock = Lockfile {
+        lockfile_version: parsed.lockfile_version,
+        generator: parsed.generator,
+        servers: parsed.servers,
+    };
+    Some((lock, problems))
+}
+
+/// The entries of a well-formed file with its version and generator, and its validation
+/// problems; `None` as for [`parse_typed`].
+#[allow(clippy::type_complexity)]
+fn parse_entries_of<I: LockedItem>(bytes: &[u8]) -> Option<(Parsed<I>, Vec<String>)> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
     }
     // One check of the whole text is cheaper than `from_slice`'s check of every string.
     let text = std::str::from_utf8(bytes).ok()?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let lock = Lockfile::deserialize(&mut de).ok()?;
+    let parsed = Parsed::<I>::deserialize(&mut de).ok()?;
     de.end().ok()?;
-    SUPPORTED_VERSIONS
-        .contains(&lock.lockfile_version)
-        .then_some(lock)
+    if !SUPPORTED_VERSIONS.contains(&parsed.lockfile_version) {
+        return None;
+    }
+    let mut problems = validate_top(parsed.lockfile_version, &parsed.servers);
+    for (name, entry) in &parsed.servers {
+        validate_entry(name, entry, &mut problems);
+    }
+    Some((parsed, problems))
+}
+
+/// The file as [`Lockfile`] has it, with items held as `I`.
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    deny_unknown_fields,
+    bound(deserialize = "I: LockedItem")
+)]
+struct Parsed<I> {
+    lockfile_version: u32,
+    generator: String,
+    #[serde(deserialize_with = "super::strict_map")]
+    servers: BTreeMap<String, Entry<I>>,
+}
+
+/// A lockfile with each item as an [`ItemSummary`]: what `show` prints, read and checked without
+/// building the items' trees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// As in [`Lockfile`].
+    pub lockfile_version: u32,
+    /// As in [`Lockfile`], with items summarized.
+    pub servers: BTreeMap<String, Entry<ItemSummary>>,
+}
+
+/// Reads and validates the lockfile at `path` as [`load`] does, keeping a summary of each item.
+///
+/// A file that this quicker reading finds anything wrong with is read again by [`load`], so that
+/// every problem is reported by the one full reading, in its words.
+pub fn load_summary(path: &Path) -> Result<Summary> {
+    let bytes = read_bytes(path)?;
+    if let Some((parsed, problems)) = parse_entries_of::<ItemSummary>(&bytes)
+        && problems.is_empty()
+    {
+        return Ok(Summary {
+            lockfile_version: parsed.lockfile_version,
+            servers: parsed.servers,
+        });
+    }
+    let lock = load_from_bytes(path, &bytes)?;
+    Ok(Summary {
+        lockfile_version: lock.lockfile_version,
+        servers: lock
+            .servers
+            .into_iter()
+            .map(|(name, e)| (name, e.map_items(|i| ItemSummary::of(&i))))
+            .collect(),
+    })
 }
 
 /// Parses step by step for the message: strict JSON, the version, then the typed model with the
@@ -247,14 +317,19 @@ pub fn check_entry(path: &Path, name: &str, entry: &ServerEntry) -> Result<()> {
 
 /// Checks every rule of the format; returns one line per problem.
 pub(crate) fn validate(lock: &Lockfile) -> Vec<String> {
+    let mut problems = validate_top(lock.lockfile_version, &lock.servers);
+    for (name, entry) in &lock.servers {
+        validate_entry(name, entry, &mut problems);
+    }
+    problems
+}
+
+/// The rules about the file as a whole (not about one entry).
+fn validate_top<I>(lockfile_version: u32, servers: &BTreeMap<String, Entry<I>>) -> Vec<String> {
     let mut problems = Vec::new();
-    let needs_v2 = lock
-        .servers
-        .values()
-        .any(|e| e.supported_versions.is_some());
-    if lock.lockfile_version == 1 && needs_v2 {
-        let names: Vec<&str> = lock
-            .servers
+    let needs_v2 = servers.values().any(|e| e.supported_versions.is_some());
+    if lockfile_version == 1 && needs_v2 {
+        let names: Vec<&str> = servers
             .iter()
             .filter(|(_, e)| e.supported_versions.is_some())
             .map(|(n, _)| n.as_str())
@@ -265,13 +340,10 @@ pub(crate) fn validate(lock: &Lockfile) -> Vec<String> {
             names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
     }
-    for (name, entry) in &lock.servers {
-        validate_entry(name, entry, &mut problems);
-    }
     problems
 }
 
-fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
+fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Vec<String>) {
     let at = |key: &str| format!("servers.{name}.{key}");
     if !valid_server_name(name) {
         problems.push(format!(
@@ -328,12 +400,15 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
         if items_are_canonical(kind, items) {
             return true;
         }
-        match canonical_items(kind, items) {
-            Ok(sorted) if sorted.as_slice() != items => problems.push(format!(
-                "{}: items are not sorted by `{}`",
-                at(kind.field()),
-                kind.key_field()
-            )),
+        match sorted_keys(kind, items) {
+            // Keys are distinct here, so the items are in order exactly when the sort moved none.
+            Ok(sorted) if sorted.iter().enumerate().any(|(at, (_, i))| at != *i) => {
+                problems.push(format!(
+                    "{}: items are not sorted by `{}`",
+                    at(kind.field()),
+                    kind.key_field()
+                ))
+            }
             Ok(_) => {}
             Err(e) => problems.push(format!("{}: {e}", at(kind.field()))),
         }
@@ -371,7 +446,7 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
         let tools: BTreeSet<&str> = entry
             .tools
             .iter()
-            .filter_map(|t| Kind::Tool.key_of(t))
+            .filter_map(|t| t.key(Kind::Tool))
             .collect();
         for (field, labels) in [("sources", &taint.sources), ("sinks", &taint.sinks)] {
             let mut seen = BTreeSet::new();
@@ -403,10 +478,10 @@ fn validate_entry(name: &str, entry: &ServerEntry, problems: &mut Vec<String>) {
 
 /// The digest checks of any items (unsorted, keys missing or given twice): the digests per key
 /// of the items that have one, against the recorded ones.
-fn check_any_item_digests(
+fn check_any_item_digests<I: LockedItem>(
     name: &str,
     kind: Kind,
-    items: &[Value],
+    items: &[I],
     recorded: &BTreeMap<String, Sha256Digest>,
     problems: &mut Vec<String>,
 ) {
@@ -426,23 +501,23 @@ fn check_any_item_digests(
 /// The digest checks of items already known canonical (sorted by key, keys distinct): one merge
 /// of the items with the recorded digests, both in key order, with the same problems in the same
 /// order as the general path.
-fn check_item_digests(
+fn check_item_digests<I: LockedItem>(
     name: &str,
     kind: Kind,
-    items: &[Value],
+    items: &[I],
     recorded: &BTreeMap<String, Sha256Digest>,
     problems: &mut Vec<String>,
 ) {
     let mut unlisted_keys = Vec::new();
     let mut rec = recorded.iter().peekable();
     for item in items {
-        let Some(key) = kind.key_of(item) else {
+        let Some(key) = item.key(kind) else {
             continue;
         };
         while let Some((k, _)) = rec.next_if(|(k, _)| k.as_str() < key) {
             unlisted_keys.push(k);
         }
-        let computed = Sha256Digest::of_json(item);
+        let computed = item.digest();
         match rec.next_if(|(k, _)| k.as_str() == key) {
             Some((_, r)) if *r == computed => {}
             Some((_, r)) => problems.push(mismatch(name, kind, key, r, &computed)),
@@ -516,8 +591,22 @@ mod tests {
         let text = String::from_utf8_lossy(bytes);
         let fast = parse_typed(bytes);
         let slow = parse_reporting(Path::new("t.lock"), bytes);
+        let summary = parse_entries_of::<ItemSummary>(bytes);
+        assert_eq!(
+            summary.as_ref().map(|(_, p)| p),
+            fast.as_ref().map(|(_, p)| p),
+            "the summary reading found other problems: {text}"
+        );
         match (fast, slow) {
-            (Some(a), Ok(b)) => {
+            (Some((a, problems)), Ok(b)) => {
+                assert_eq!(problems, validate(&b));
+                let servers = summary.unwrap().0.servers;
+                let summarized: BTreeMap<_, _> = a
+                    .servers
+                    .iter()
+                    .map(|(n, e)| (n.clone(), e.clone().map_items(|i| ItemSummary::of(&i))))
+                    .collect();
+                assert_eq!(servers, summarized);
                 assert_eq!(a, b);
                 true
             }
@@ -621,7 +710,7 @@ mod tests {
 
     #[test]
     fn surface_digest_of_the_golden_file() {
-        let lock = parse_typed(GOLDEN.as_bytes()).unwrap();
+        let (lock, _) = parse_typed(GOLDEN.as_bytes()).unwrap();
         for entry in lock.servers.values() {
             assert_eq!(entry.digests.surface_digest(), entry.digests.surface);
             assert_eq!(
