@@ -134,7 +134,6 @@ fn parse_typed(bytes: &[u8]) -> Option<(Lockfile, Vec<String>)> {
 
 /// The entries of a well-formed file with its version and generator, and its validation
 /// problems; `None` as for [`parse_typed`].
-#[allow(clippy::type_complexity)]
 fn parse_entries_of<I: LockedItem>(bytes: &[u8]) -> Option<(Parsed<I>, Vec<String>)> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
@@ -147,10 +146,7 @@ fn parse_entries_of<I: LockedItem>(bytes: &[u8]) -> Option<(Parsed<I>, Vec<Strin
     if !SUPPORTED_VERSIONS.contains(&parsed.lockfile_version) {
         return None;
     }
-    let mut problems = validate_top(parsed.lockfile_version, &parsed.servers);
-    for (name, entry) in &parsed.servers {
-        validate_entry(name, entry, &mut problems);
-    }
+    let problems = validate_parts(parsed.lockfile_version, &parsed.servers);
     Some((parsed, problems))
 }
 
@@ -317,15 +313,14 @@ pub fn check_entry(path: &Path, name: &str, entry: &ServerEntry) -> Result<()> {
 
 /// Checks every rule of the format; returns one line per problem.
 pub(crate) fn validate(lock: &Lockfile) -> Vec<String> {
-    let mut problems = validate_top(lock.lockfile_version, &lock.servers);
-    for (name, entry) in &lock.servers {
-        validate_entry(name, entry, &mut problems);
-    }
-    problems
+    validate_parts(lock.lockfile_version, &lock.servers)
 }
 
-/// The rules about the file as a whole (not about one entry).
-fn validate_top<I>(lockfile_version: u32, servers: &BTreeMap<String, Entry<I>>) -> Vec<String> {
+/// [`validate`] of a file's version and entries, whichever way its items are held.
+fn validate_parts<I: LockedItem>(
+    lockfile_version: u32,
+    servers: &BTreeMap<String, Entry<I>>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     let needs_v2 = servers.values().any(|e| e.supported_versions.is_some());
     if lockfile_version == 1 && needs_v2 {
@@ -339,6 +334,9 @@ fn validate_top<I>(lockfile_version: u32, servers: &BTreeMap<String, Entry<I>>) 
             if names.len() == 1 { "" } else { "s" },
             names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
+    }
+    for (name, entry) in servers {
+        validate_entry(name, entry, &mut problems);
     }
     problems
 }
