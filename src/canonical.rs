@@ -287,6 +287,11 @@ impl<'a, S: Sink> Writer<'a, S> {
     fn string(&mut self, s: &str) {
         let bytes = s.as_bytes();
         self.sink.put(b"\"");
+        if !needs_escape(bytes) {
+            self.sink.put(bytes);
+            self.sink.put(b"\"");
+            return;
+        }
         let mut start = 0;
         for (i, &b) in bytes.iter().enumerate() {
             let esc = ESCAPE[usize::from(b)];
@@ -541,6 +546,16 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         self.0.push_str(v);
         Ok(())
     }
+}
+
+/// Whether any byte of `bytes` is escaped in a canonical string. Checked in blocks without an
+/// early exit, which the compiler vectorizes; most strings need no escape at all.
+fn needs_escape(bytes: &[u8]) -> bool {
+    bytes.chunks(64).any(|block| {
+        block.iter().fold(false, |any, &b| {
+            any | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    })
 }
 
 /// Parses JSON text, rejecting duplicate object keys anywhere in the document.
