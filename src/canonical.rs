@@ -586,7 +586,7 @@ pub fn strict_values<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<V
 }
 
 /// A `Value` whose deserializer refuses duplicate keys.
-pub struct StrictValue(pub Value);
+struct StrictValue(Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -160,10 +160,14 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
     lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
     drop(guard);
 
-    if let Some(entry) = lock.servers.get(&args.name) {
-        report(&args.name, &path, previous.as_ref(), entry, &dropped);
-    }
-    lockfile::release_at_exit(lock);
+    // `import` locks server after server in one process: the file is freed, not left behind.
+    report(
+        &args.name,
+        &path,
+        previous.as_ref(),
+        &lock.servers[&args.name],
+        &dropped,
+    );
     Ok(Exit::Ok)
 }
 

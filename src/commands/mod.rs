@@ -14,25 +14,21 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lockfile::{Lockfile, ServerEntry};
+use crate::lockfile::{Entry, Lockfile, ServerEntry};
 use crate::mcp::client::{ClientError, Failure, Options};
 use crate::mcp::framing::DEFAULT_MAX_MESSAGE;
 use crate::mcp::process::Launch;
 
 /// The entry named `name`, or an error listing the names there are.
-pub fn entry<'a>(lock: &'a Lockfile, path: &Path, name: &str) -> Result<&'a ServerEntry> {
+pub fn entry<'a, I>(lock: &'a Lockfile<I>, path: &Path, name: &str) -> Result<&'a Entry<I>> {
     lock.servers
         .get(name)
-        .ok_or_else(|| unknown_server(lock.servers.keys(), path, name))
+        .ok_or_else(|| unknown_server(lock, path, name))
 }
 
 /// "no server named X" with the names that exist.
-pub fn unknown_server<'a>(
-    locked: impl Iterator<Item = &'a String>,
-    path: &Path,
-    name: &str,
-) -> Error {
-    let names: Vec<String> = locked.map(|n| format!("`{n}`")).collect();
+pub fn unknown_server<I>(lock: &Lockfile<I>, path: &Path, name: &str) -> Error {
+    let names: Vec<String> = lock.servers.keys().map(|n| format!("`{n}`")).collect();
     let err = Error::new(format!("`{}` has no server named `{name}`", path.display()));
     if names.is_empty() {
         err.hint(format!(

@@ -16,10 +16,7 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
     // reading one costs a fraction of building the item (every digest is still checked).
     let lock = lockfile::load_summary(&path)?;
     let selected: Vec<(&String, &Entry)> = match &args.name {
-        Some(name) => match lock.servers.get_key_value(name) {
-            Some(found) => vec![found],
-            None => return Err(super::unknown_server(lock.servers.keys(), &path, name)),
-        },
+        Some(name) => vec![(name, super::entry(&lock, &path, name)?)],
         None => lock.servers.iter().collect(),
     };
     if args.json {

@@ -19,8 +19,8 @@ use serde_json::Value;
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
 pub use read::{
-    Summary, check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes,
-    load_summary, read_bytes, reload_optional,
+    check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes, load_summary,
+    read_bytes, reload_optional,
 };
 pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, to_bytes, write_atomic};
@@ -31,17 +31,21 @@ pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
 /// At most this many items of one kind are locked; a server listing more makes `lock` fail.
 pub const MAX_ITEMS_PER_KIND: usize = 1000;
 
-/// The whole file.
+/// The whole file. `I` is how items are held, as in [`Entry`]: full definitions unless said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Lockfile {
+#[serde(
+    rename_all = "camelCase",
+    deny_unknown_fields,
+    bound(serialize = "I: Serialize", deserialize = "I: LockedItem")
+)]
+pub struct Lockfile<I = Value> {
     /// 1 or 2; recomputed on write (2 only while an entry needs it).
     pub lockfile_version: u32,
     /// The mcpsum that wrote the file. Informational.
     pub generator: String,
     /// One entry per server, sorted by name.
     #[serde(deserialize_with = "strict_map")]
-    pub servers: BTreeMap<String, ServerEntry>,
+    pub servers: BTreeMap<String, Entry<I>>,
 }
 
 impl Default for Lockfile {
@@ -66,7 +70,7 @@ pub fn generator() -> String {
     format!("mcpsum {}", env!("CARGO_PKG_VERSION"))
 }
 
-impl Lockfile {
+impl<I> Lockfile<I> {
     /// The version this file must be written as: 2 while any entry is a 2026-07-28 entry.
     pub fn required_version(&self) -> u32 {
         if self

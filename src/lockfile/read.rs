@@ -87,8 +87,17 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
             (lock, problems)
         }
     };
+    checked(path, bytes, lock, problems)
+}
 
-    // Every rule and every digest, all problems at once.
+/// `lock` if validation found no problem, else the error that lists them all, each with its
+/// place in the text.
+fn checked<I>(
+    path: &Path,
+    bytes: &[u8],
+    lock: Lockfile<I>,
+    problems: Vec<String>,
+) -> Result<Lockfile<I>> {
     if problems.is_empty() {
         return Ok(lock);
     }
@@ -123,74 +132,39 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
 /// accepts: a top-level object, a supported version, no duplicate key anywhere (the model's maps
 /// and values refuse them, and derived structs refuse a field given twice), no unknown field.
 fn parse_typed(bytes: &[u8]) -> Option<(Lockfile, Vec<String>)> {
-    let (parsed, problems) = parse_entries_of::<Value>(bytes)?;
-    let lock = Lockfile {
-        lockfile_version: parsed.lockfile_version,
-        generator: parsed.generator,
-        servers: parsed.servers,
-    };
-    Some((lock, problems))
+    parse_as(bytes)
 }
 
-/// The entries of a well-formed file with its version and generator, and its validation
-/// problems; `None` as for [`parse_typed`].
-fn parse_entries_of<I: LockedItem>(bytes: &[u8]) -> Option<(Parsed<I>, Vec<String>)> {
+/// [`parse_typed`] with items held as `I`.
+fn parse_as<I: LockedItem>(bytes: &[u8]) -> Option<(Lockfile<I>, Vec<String>)> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
     }
     // One check of the whole text is cheaper than `from_slice`'s check of every string.
     let text = std::str::from_utf8(bytes).ok()?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = Parsed::<I>::deserialize(&mut de).ok()?;
+    let lock = Lockfile::<I>::deserialize(&mut de).ok()?;
     de.end().ok()?;
-    if !SUPPORTED_VERSIONS.contains(&parsed.lockfile_version) {
+    if !SUPPORTED_VERSIONS.contains(&lock.lockfile_version) {
         return None;
     }
-    let problems = validate_parts(parsed.lockfile_version, &parsed.servers);
-    Some((parsed, problems))
+    let problems = validate(&lock);
+    Some((lock, problems))
 }
 
-/// The file as [`Lockfile`] has it, with items held as `I`.
-#[derive(Deserialize)]
-#[serde(
-    rename_all = "camelCase",
-    deny_unknown_fields,
-    bound(deserialize = "I: LockedItem")
-)]
-struct Parsed<I> {
-    lockfile_version: u32,
-    generator: String,
-    #[serde(deserialize_with = "super::strict_map")]
-    servers: BTreeMap<String, Entry<I>>,
-}
-
-/// A lockfile with each item as an [`ItemSummary`]: what `show` prints, read and checked without
-/// building the items' trees.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    /// As in [`Lockfile`].
-    pub lockfile_version: u32,
-    /// As in [`Lockfile`], with items summarized.
-    pub servers: BTreeMap<String, Entry<ItemSummary>>,
-}
-
-/// Reads and validates the lockfile at `path` as [`load`] does, keeping a summary of each item.
-///
-/// A file that this quicker reading finds anything wrong with is read again by [`load`], so that
-/// every problem is reported by the one full reading, in its words.
-pub fn load_summary(path: &Path) -> Result<Summary> {
+/// Reads and validates the lockfile at `path` as [`load`] does, holding each item as an
+/// [`ItemSummary`]: what `show` prints, read and checked without building the items' trees.
+pub fn load_summary(path: &Path) -> Result<Lockfile<ItemSummary>> {
     let bytes = read_bytes(path)?;
-    if let Some((parsed, problems)) = parse_entries_of::<ItemSummary>(&bytes)
-        && problems.is_empty()
-    {
-        return Ok(Summary {
-            lockfile_version: parsed.lockfile_version,
-            servers: parsed.servers,
-        });
+    if let Some((lock, problems)) = parse_as::<ItemSummary>(&bytes) {
+        return checked(path, &bytes, lock, problems);
     }
+    // Not well-formed: the full reading says what is wrong and where. (It accepts exactly what
+    // the reading above accepts, so it returns an error; its result is used should it not.)
     let lock = load_from_bytes(path, &bytes)?;
-    Ok(Summary {
+    Ok(Lockfile {
         lockfile_version: lock.lockfile_version,
+        generator: lock.generator,
         servers: lock
             .servers
             .into_iter()
@@ -312,15 +286,8 @@ pub fn check_entry(path: &Path, name: &str, entry: &ServerEntry) -> Result<()> {
 }
 
 /// Checks every rule of the format; returns one line per problem.
-pub(crate) fn validate(lock: &Lockfile) -> Vec<String> {
-    validate_parts(lock.lockfile_version, &lock.servers)
-}
-
-/// [`validate`] of a file's version and entries, whichever way its items are held.
-fn validate_parts<I: LockedItem>(
-    lockfile_version: u32,
-    servers: &BTreeMap<String, Entry<I>>,
-) -> Vec<String> {
+pub(crate) fn validate<I: LockedItem>(lock: &Lockfile<I>) -> Vec<String> {
+    let (lockfile_version, servers) = (lock.lockfile_version, &lock.servers);
     let mut problems = Vec::new();
     let needs_v2 = servers.values().any(|e| e.supported_versions.is_some());
     if lockfile_version == 1 && needs_v2 {
@@ -589,7 +556,7 @@ mod tests {
         let text = String::from_utf8_lossy(bytes);
         let fast = parse_typed(bytes);
         let slow = parse_reporting(Path::new("t.lock"), bytes);
-        let summary = parse_entries_of::<ItemSummary>(bytes);
+        let summary = parse_as::<ItemSummary>(bytes);
         assert_eq!(
             summary.as_ref().map(|(_, p)| p),
             fast.as_ref().map(|(_, p)| p),
