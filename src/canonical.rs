@@ -287,13 +287,15 @@ impl<'a, S: Sink> Writer<'a, S> {
     fn string(&mut self, s: &str) {
         let bytes = s.as_bytes();
         self.sink.put(b"\"");
-        if !needs_escape(bytes) {
+        // The escaped bytes are exactly those that end a plain run in JSON text.
+        let plain = crate::mcp::envelope::plain_run(bytes);
+        if plain == bytes.len() {
             self.sink.put(bytes);
             self.sink.put(b"\"");
             return;
         }
         let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
+        for (i, &b) in bytes.iter().enumerate().skip(plain) {
             let esc = ESCAPE[usize::from(b)];
             if esc == 0 {
                 continue;
@@ -546,16 +548,6 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         self.0.push_str(v);
         Ok(())
     }
-}
-
-/// Whether any byte of `bytes` is escaped in a canonical string. Checked in blocks without an
-/// early exit, which the compiler vectorizes; most strings need no escape at all.
-fn needs_escape(bytes: &[u8]) -> bool {
-    bytes.chunks(64).any(|block| {
-        block.iter().fold(false, |any, &b| {
-            any | (b < 0x20) | (b == b'"') | (b == b'\\')
-        })
-    })
 }
 
 /// Parses JSON text, rejecting duplicate object keys anywhere in the document.

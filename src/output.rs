@@ -211,8 +211,16 @@ pub fn status(text: &str) {
 
 /// Clears the status line before other stderr output; the next tick draws it again below.
 fn clear_status() {
-    let shown = STATUS.lock().map(|s| !s.is_empty()).unwrap_or(false);
-    if shown {
-        status("");
+    // Nothing is written when no status is shown.
+    status("");
+}
+
+/// `text` cut to `max` characters, the last of them an ellipsis.
+pub fn ellipsize(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
     }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }

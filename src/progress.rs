@@ -168,7 +168,7 @@ impl Board {
                 _ => {
                     // Shorten the command, not the seconds at the end.
                     let frame = format!("starting {} ()… {secs}s", s.name).chars().count();
-                    let command = fit(&s.command, width.saturating_sub(frame).max(8));
+                    let command = output::ellipsize(&s.command, width.saturating_sub(frame).max(8));
                     format!("starting {} ({command})… {secs}s", s.name)
                 }
             }
@@ -190,7 +190,8 @@ impl Board {
                 each.join(", ")
             )
         };
-        fit(&line, width)
+        // Cut so that the line never wraps: a wrapped line cannot be redrawn in place.
+        output::ellipsize(&line, width)
     }
 }
 
@@ -200,17 +201,6 @@ fn listing(kind: &str, page: usize) -> String {
     } else {
         kind.to_owned()
     }
-}
-
-/// `text` cut to `width` characters with an ellipsis, so the line never wraps (a wrapped line
-/// cannot be redrawn in place).
-fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]

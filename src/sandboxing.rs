@@ -48,8 +48,8 @@ impl Running {
         let listener = self
             .prepared
             .receive_listener(BRIDGE_TIMEOUT)
-            .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?
-            .ok_or("sandbox setup failed, server not started: egress bridge: no listener")?;
+            .map_err(not_started)?
+            .ok_or_else(|| not_started("egress bridge: no listener"))?;
         self.shutdown = Some(start_egress(
             &tokio::runtime::Handle::current(),
             listener,
@@ -173,10 +173,8 @@ pub fn prepare(
     env: Vec<(OsString, OsString)>,
 ) -> Result<Prepared, String> {
     let (req, protected) = request(&launch.server, &launch.argv, spec, env)?;
-    let plan = mcpsum_sandbox::plan(&req)
-        .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?;
-    let mut prepared = mcpsum_sandbox::prepare(plan)
-        .map_err(|e| format!("sandbox setup failed, server not started: {e}"))?;
+    let plan = mcpsum_sandbox::plan(&req).map_err(not_started)?;
+    let mut prepared = mcpsum_sandbox::prepare(plan).map_err(not_started)?;
     let command = std::mem::replace(
         &mut prepared.command,
         std::process::Command::new("/nonexistent"),
@@ -203,9 +201,12 @@ pub fn prepare(
 /// without starting anything: the proxy checks it before it answers a client.
 pub fn check(launch: &Launch, spec: &SandboxSpec) -> Result<(), String> {
     let (req, _) = request(&launch.server, &launch.argv, spec, Vec::new())?;
-    mcpsum_sandbox::plan(&req)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    mcpsum_sandbox::plan(&req).map(drop).map_err(not_started)
+}
+
+/// The message of a sandbox that cannot be set up.
+fn not_started(e: impl std::fmt::Display) -> String {
+    format!("sandbox setup failed, server not started: {e}")
 }
 
 /// Syntax checks of a sandbox policy that hold wherever the file is read (paths absolute,

@@ -52,7 +52,7 @@ pub async fn run(args: &AuditArgs) -> Result<Exit> {
         ));
         return Ok(Exit::Ok);
     };
-    let mut log = Log::new(file)?;
+    let mut log = Log::new(file, &path)?;
     log.drain(&path, &filter, &mut view)?;
     let incomplete = log.finish(&filter, &mut view);
     view.flush();
@@ -230,10 +230,8 @@ fn read_error(path: &Path, e: std::io::Error) -> Error {
 }
 
 impl Log {
-    fn new(file: File) -> Result<Self> {
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::new("cannot read the audit log's metadata").cause(e))?;
+    fn new(file: File, path: &Path) -> Result<Self> {
+        let meta = file.metadata().map_err(|e| read_error(path, e))?;
         Ok(Self {
             reader: BufReader::with_capacity(FLUSH_AT, file),
             id: (meta.dev(), meta.ino()),
@@ -402,7 +400,7 @@ async fn follow(path: &Path, filter: &Filter, view: &mut View) -> Result<Exit> {
     loop {
         if log.is_none() {
             match open(path)? {
-                Some(f) => log = Some(Log::new(f)?),
+                Some(f) => log = Some(Log::new(f, path)?),
                 None if !said_waiting => {
                     output::info(&format!(
                         "waiting for `{}` (the proxy writes it when a server starts)",
@@ -439,7 +437,7 @@ async fn follow(path: &Path, filter: &Filter, view: &mut View) -> Result<Exit> {
                             "`{}` was replaced (rotated); reading the new file",
                             path.display()
                         ));
-                        *current = Log::new(f)?;
+                        *current = Log::new(f, path)?;
                         again = true;
                     }
                 }
@@ -649,12 +647,7 @@ fn other(line: &[u8]) -> String {
             obj.remove(k);
         }
     }
-    let s = rest.to_string();
-    if s.chars().count() > 300 {
-        s.chars().take(299).collect::<String>() + "…"
-    } else {
-        s
-    }
+    output::ellipsize(&rest.to_string(), 300)
 }
 
 /// The detail column of a record and the tone of its row (plain text: the caller sanitizes

@@ -30,14 +30,7 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
                 .hint("use 1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
         );
     }
-    let bad_env: Vec<&String> = args.env.iter().filter(|v| !valid_env_name(v)).collect();
-    if !bad_env.is_empty() {
-        return Err(Error::new(format!(
-            "`--env` takes variable names, not {}",
-            bad_env.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
-        ))
-        .hint("pass `--env NAME`; the value is read from mcpsum's environment when the server starts and never stored"));
-    }
+    check_env_flags(&args.env)?;
     let path = path.to_path_buf();
     let existing_file = lockfile::load_optional_with_bytes(&path)?;
     let previous = existing_file
@@ -219,4 +212,18 @@ fn report(
             output::sanitize_line(label)
         ));
     }
+}
+
+/// `--env` takes variable names, never `NAME=value`.
+pub(crate) fn check_env_flags(env: &[String]) -> Result<()> {
+    let bad: Vec<String> = env
+        .iter()
+        .filter(|v| !valid_env_name(v))
+        .map(|v| format!("`{v}`"))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(format!("`--env` takes variable names, not {}", bad.join(", ")))
+        .hint("pass `--env NAME`; the value is read from mcpsum's environment when the server starts and never stored"))
 }

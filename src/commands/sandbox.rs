@@ -110,17 +110,6 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
     })
 }
 
-/// A table cell cut to `max` characters (the full text is in `--json`).
-fn cell(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        let mut s: String = text.chars().take(max - 1).collect();
-        s.push('…');
-        s
-    }
-}
-
 fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
     let mut out = format!(
         "{}\n",
@@ -144,9 +133,9 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         .iter()
         .map(|r| {
             [
-                cell(&r.check, 60),
-                cell(&r.expected, 40),
-                cell(&r.observed, 28),
+                output::ellipsize(&r.check, 60),
+                output::ellipsize(&r.expected, 40),
+                output::ellipsize(&r.observed, 28),
             ]
         })
         .collect();

@@ -544,7 +544,7 @@ impl Parser<'_> {
 
 /// Length of the run of string bytes that need no attention: up to the first `"`, `\` or
 /// control character (or the end).
-fn plain_run(s: &[u8]) -> usize {
+pub(crate) fn plain_run(s: &[u8]) -> usize {
     const SHORT: usize = 16;
     let special = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
     // Keys and small values end within a few bytes: a plain loop beats the set-up of memchr.

@@ -103,12 +103,20 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     };
     let locked_era = entry.era();
     let max = opts.max_message;
-    // Fail closed before answering anything: a sandbox that cannot be built here is reported in
-    // full by the start itself, as `lock` and `verify` report it.
+    // Fail closed before answering anything: a sandbox that cannot be built here is reported as
+    // a start that failed, as `lock` and `verify` report it.
     if let Some(spec) = &launch.sandbox
-        && crate::sandboxing::check(&launch, spec).is_err()
+        && let Err(e) = crate::sandboxing::check(&launch, spec)
     {
-        start_server(&launch, locked_era, copts.clone()).await?;
+        let failure = client::Failure {
+            error: client::ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(e)),
+            stderr: Vec::new(),
+        };
+        return Err(crate::commands::server_error(
+            "cannot start",
+            &launch,
+            failure,
+        ));
     }
 
     // The client link is up at once: the handshake is answered from the lock while the server
@@ -279,13 +287,15 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 let server_busy = proxy.to_server.borrow().busy();
                 let spin = last_message.elapsed() < SPIN;
                 tokio::select! {
-                    () = tokio::task::yield_now(), if spin => Link::Spin,
+                    // Input first, polling last: a ready line never loses a draw to a turn.
+                    biased;
                     _ = tick.tick(), if proxy.taint.prompts_open() => Link::Tick,
                     frame = client_in.next_frame(), if room => Link::Client(frame),
                     frame = server_in.next_frame(), if room => Link::Server(frame),
                     () = drain(&proxy.to_client), if client_busy => Link::Written,
                     () = drain(&proxy.to_server), if server_busy => Link::Written,
                     _ = &mut signalled => break End::Signal,
+                    () = tokio::task::yield_now(), if spin => Link::Spin,
                 }
             }
         };

@@ -2375,11 +2375,10 @@ fn ids_of_every_json_type_come_back_as_the_client_sent_them() {
         // The server sees mcpsum's own ids, one per call, never the client's.
         let calls = tool_calls(&t);
         assert_eq!(calls.len(), ids.len() + 1, "{era:?}: {calls:#?}");
-        let mut server_ids: Vec<u64> = calls
+        let server_ids: std::collections::BTreeSet<u64> = calls
             .iter()
             .map(|c| c["id"].as_u64().expect("an integer id"))
             .collect();
-        server_ids.dedup();
         assert_eq!(server_ids.len(), calls.len(), "{era:?}: ids are unique");
     }
 }

@@ -499,7 +499,8 @@ fn parse_json(shape: Shape, body: &str) -> Result<Parsed, String> {
                 check_duplicates(projects, "projects")?;
                 for p in &projects.properties {
                     if let ast::Value::Object(project) = &p.value {
-                        let prefix = format!("projects[{}].", json_quote(p.name.as_str()));
+                        let prefix =
+                            format!("projects[{}].", super::edit::json_string(p.name.as_str()));
                         json_servers(project, "mcpServers", &prefix, &mut entries, &mut keep)?;
                     }
                 }
@@ -513,10 +514,6 @@ fn parse_json(shape: Shape, body: &str) -> Result<Parsed, String> {
         entries,
         masked: unkept(strings, &keep),
     })
-}
-
-fn json_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
 
 /// The property `name` of `obj`; two of them is an error (clients disagree on which one wins).
@@ -538,7 +535,7 @@ fn check_duplicates(obj: &ast::Object<'_>, what: &str) -> Result<(), String> {
         if !seen.insert(p.name.as_str()) {
             return Err(format!(
                 "`{what}` has two entries named {}",
-                json_quote(p.name.as_str())
+                super::edit::json_string(p.name.as_str())
             ));
         }
     }

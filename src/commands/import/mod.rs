@@ -18,11 +18,11 @@ mod undo;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use clients::{Client, Entry, Kind, Parsed, Source, Stdio};
+use clients::{Client, Entry, Kind, Parsed, Source};
 
 use crate::cli::{ImportArgs, LockArgs};
 use crate::error::{Error, Exit, Result};
-use crate::lockfile::{self, Lockfile, Sha256Digest, valid_env_name, valid_server_name};
+use crate::lockfile::{self, Lockfile, Sha256Digest, valid_server_name};
 use crate::output::{self, paint, style};
 use crate::paths;
 
@@ -31,18 +31,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     if args.undo {
         return undo::run();
     }
-    let bad_env: Vec<&String> = args.env.iter().filter(|v| !valid_env_name(v)).collect();
-    if !bad_env.is_empty() {
-        return Err(Error::new(format!(
-            "`--env` takes variable names, not {}",
-            bad_env
-                .iter()
-                .map(|v| format!("`{v}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-        .hint("pass `--env NAME`; the value is read from the environment when the server starts and never stored"));
-    }
+    super::lock::check_env_flags(&args.env)?;
     let cwd = std::env::current_dir()
         .map_err(|e| Error::new("cannot read the current directory").cause(e))?;
     let home = paths::home_dir();
@@ -591,11 +580,11 @@ fn rewrite_one(
 
 /// Whether an entry reads the same before and after (byte offsets aside).
 fn same_entry(a: &Entry, b: &Entry) -> bool {
-    let strip = |k: &Kind| match k {
-        Kind::Stdio(Stdio { argv, env, .. }) => Kind::Skipped(format!("{argv:?}{env:?}")),
-        other => other.clone(),
+    let same_kind = match (&a.kind, &b.kind) {
+        (Kind::Stdio(x), Kind::Stdio(y)) => x.argv == y.argv && x.env == y.env,
+        (x, y) => x == y,
     };
-    a.name == b.name && a.location == b.location && strip(&a.kind) == strip(&b.kind)
+    a.name == b.name && a.location == b.location && same_kind
 }
 
 /// Backs up and rewrites every file; records them in the manifest first, so `--undo` knows of a

@@ -19,7 +19,7 @@ use crate::paths;
 pub const MANIFEST_NAME: &str = "import-manifest.json";
 
 /// The whole manifest.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Manifest {
     /// Always 1.
@@ -108,7 +108,6 @@ pub fn append(record: ImportRecord) -> Result<()> {
     let path = manifest_path()?;
     let _guard = LockGuard::acquire(&path)?;
     let mut manifest = load(&path)?;
-    manifest.version = 1;
     manifest.imports.push(record);
     save(&path, &manifest)
 }
@@ -147,7 +146,7 @@ pub fn run() -> Result<Exit> {
         return Err(Error::new(format!(
             "cannot undo the import of {}: {n} file{} changed since then or lost {} backup",
             record.at,
-            if n == 1 { "" } else { "s" },
+            super::plural(n),
             if n == 1 { "its" } else { "their" },
         ))
         .details(problems)
@@ -185,14 +184,10 @@ pub fn run() -> Result<Exit> {
         let _ = std::fs::remove_file(&f.backup);
     }
     let lockfile = record.lockfile.clone();
-    let servers: Vec<String> = record
-        .files
-        .iter()
-        .flat_map(|f| f.servers.iter().cloned())
-        .collect();
+    let locked_any = record.files.iter().any(|f| !f.servers.is_empty());
     manifest.imports.pop();
     save(&path, &manifest)?;
-    if !servers.is_empty() {
+    if locked_any {
         output::info(&format!(
             "the lock entries in `{}` are kept; remove the ones you no longer want by hand",
             lockfile.display()
@@ -202,7 +197,7 @@ pub fn run() -> Result<Exit> {
         output::info(&format!(
             "{} earlier import{} can be undone too: run `mcpsum import --undo` again",
             manifest.imports.len(),
-            if manifest.imports.len() == 1 { "" } else { "s" }
+            super::plural(manifest.imports.len())
         ));
     }
     Ok(Exit::Ok)
