@@ -137,20 +137,52 @@ impl AuditLog {
             );
         });
         if let Err(e) = written {
-            crate::output::warn(&format!(
-                "cannot write the audit log `{}`: {e}",
-                self.path.display()
-            ));
+            self.warn_unwritten(&e);
         }
     }
 
     /// Appends a record, reporting (not failing) when the log cannot be written.
     pub fn note(&self, event: &str, fields: Value) {
         if let Err(e) = self.record(event, fields) {
-            crate::output::warn(&format!(
-                "cannot write the audit log `{}`: {e}",
-                self.path.display()
-            ));
+            self.warn_unwritten(&e);
         }
+    }
+
+    fn warn_unwritten(&self, e: &std::io::Error) {
+        crate::output::warn(&format!(
+            "cannot write the audit log `{}`: {e}; check the free space and the permissions of the state directory (`MCPSUM_STATE_DIR`)",
+            self.path.display()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The proxy's fast path writes call records by hand; they must be the records `note` writes.
+    #[test]
+    fn a_call_record_written_by_hand_equals_the_general_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path(), "s-1", "time\"x").unwrap();
+        log.note_call(
+            "tools/call",
+            "get\u{1b}time",
+            true,
+            Duration::from_millis(12),
+            5,
+        );
+        log.note(
+            "call",
+            json!({"method": "tools/call", "item": "get\u{1b}time", "decision": "allow",
+                   "ok": true, "duration_ms": 12, "bytes": 5}),
+        );
+        let text = std::fs::read_to_string(dir.path().join(AUDIT_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let without_ts = |line: &str| line[line.find("\",\"session\"").unwrap()..].to_owned();
+        assert_eq!(without_ts(lines[0]), without_ts(lines[1]));
+        assert!(lines[0].starts_with("{\"ts\":\""), "{}", lines[0]);
     }
 }

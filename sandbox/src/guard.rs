@@ -38,7 +38,8 @@ fn waited() -> SigSet {
 /// Splits the launcher. Returns the guard's pid in the child (which goes on to launch the
 /// server); the guard itself never returns.
 pub(crate) fn split(parent: i32) -> Result<i32, Fail> {
-    let err = |what: &str, e: nix::Error| fail("guard", format!("{what}: {e}"), "report it");
+    let err =
+        |what: &str, e: nix::Error| fail("guard", format!("{what}: {e}"), crate::launcher::BUG);
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| err("PR_SET_CHILD_SUBREAPER", e))?;
     let set = waited();
     let mut old = SigSet::empty();
@@ -53,7 +54,14 @@ pub(crate) fn split(parent: i32) -> Result<i32, Fail> {
         ));
     }
     let me = getpid().as_raw();
-    match crate::sys::fork().map_err(|e| fail("guard", format!("fork: {e}"), "report it"))? {
+    let fork_failed = |e| {
+        fail(
+            "guard",
+            format!("fork: {e}"),
+            "retry; if it persists, report it",
+        )
+    };
+    match crate::sys::fork().map_err(fork_failed)? {
         None => {
             // The server side: the mask it inherits is the one mcpsum gave the launcher.
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None)
@@ -237,7 +245,7 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| format!("mcpsum guard: PR_SET_PDEATHSIG: {e}"))?;
     if getppid().as_raw() != guard {
-        return Err("mcpsum guard: the guard exited before the server started".into());
+        return Err("mcpsum guard: the guard exited before the server started; retry".into());
     }
     let c = |s: &std::ffi::OsStr| {
         CString::new(s.as_bytes()).map_err(|_| "mcpsum guard: an argument contains a NUL byte")

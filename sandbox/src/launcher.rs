@@ -75,7 +75,7 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
     std::process::exit(SETUP_FAILED_EXIT)
 }
 
-const BUG: &str = "this is a bug in mcpsum; please report it";
+pub(crate) const BUG: &str = "this is a bug in mcpsum; please report it";
 
 fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
     let [spec] = args else {
