@@ -93,7 +93,7 @@ impl Drift {
             .items
             .iter()
             .take(5)
-            .map(|c| format!("{} `{}` {}", c.kind.noun(), c.key, c.change))
+            .map(|c| format!("{} `{}` {}", c.kind.noun(), sanitize_line(&c.key), c.change))
             .collect();
         if self.items.len() > 5 {
             parts.push(format!("{} more items", self.items.len() - 5));

@@ -105,7 +105,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
     s.push_str(&format!(
         "  era          {}, protocol {}\n",
         e.era(),
-        e.protocol_version
+        sanitize_line(&e.protocol_version)
     ));
     if let Some(v) = &e.supported_versions {
         s.push_str(&format!(
@@ -146,7 +146,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
             s.push_str(&format!(
                 "    {} {}\n",
                 paint(style::DIM, kind.noun()),
-                item.key(kind).unwrap_or_default()
+                sanitize_line(item.key(kind).unwrap_or_default())
             ));
         }
     }
@@ -162,18 +162,20 @@ fn human_entry(name: &str, e: &Entry) -> String {
             s.push_str(&format!(
                 "  sandbox      read: {}; write: ${{TMP}}{}\n",
                 or_none(&sb.filesystem.read),
-                sb.filesystem
-                    .write
-                    .iter()
-                    .map(|w| format!(", {w}"))
-                    .collect::<String>()
+                sanitize_line(
+                    &sb.filesystem
+                        .write
+                        .iter()
+                        .map(|w| format!(", {w}"))
+                        .collect::<String>()
+                )
             ));
             s.push_str(&format!(
                 "  network      {}\n",
                 if sb.network.allow.is_empty() {
                     "none".to_owned()
                 } else {
-                    sb.network.allow.join(", ")
+                    or_none(&sb.network.allow)
                 }
             ));
         }
@@ -182,11 +184,12 @@ fn human_entry(name: &str, e: &Entry) -> String {
     s
 }
 
+/// A list from the file for one line of the terminal (sanitized), or `none`.
 fn or_none(v: &[String]) -> String {
     if v.is_empty() {
         "none".to_owned()
     } else {
-        v.join(", ")
+        sanitize_line(&v.join(", "))
     }
 }
 

@@ -36,7 +36,10 @@ fn server_text_cannot_drive_the_terminal() {
         &json!({"serverInfo": {"name": "evil\u{1b}[2K\rgood", "version": "1"},
                 "tools": [{"name": "fetch", "description": DESCRIPTION,
                            "inputSchema": {"type": "object"}},
-                          {"name": "t\u{1b}[2K\rx", "inputSchema": {"type": "object"}}]}),
+                          {"name": "t\u{1b}[2K\rx", "inputSchema": {"type": "object"}}],
+                "prompts": [{"name": "p\u{1b}[2K\rq"}],
+                "resources": [{"uri": "file:///a\u{1b}[8m", "name": "a"}],
+                "resourceTemplates": [{"uriTemplate": "file:///{x}\r", "name": "x"}]}),
     );
     for color in ["always", "never"] {
         let r = w.lock_fake("evil", &s, &["--color", color]);
