@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
 use crate::lockfile::{self, ItemSummary, Kind, LockedItem};
-use crate::output::{self, paint, sanitize_line, style};
+use crate::output::{self, paint_stdout, sanitize_line, style};
 use crate::paths;
 
 /// Runs `show`.
@@ -89,7 +89,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
         info.get("name").and_then(Value::as_str).unwrap_or("?"),
         info.get("version").and_then(Value::as_str).unwrap_or("?")
     ));
-    s.push_str(&format!("{}\n", paint(style::BOLD, name)));
+    s.push_str(&format!("{}\n", paint_stdout(style::BOLD, name)));
     s.push_str(&format!(
         "  command      {}\n",
         sanitize_line(&shell_words(&e.command))
@@ -133,10 +133,10 @@ fn human_entry(name: &str, e: &Entry) -> String {
         let l = labels(e, tname);
         let mut line = format!("    {}", sanitize_line(tname));
         if !h.is_empty() {
-            line.push_str(&format!("  {}", paint(style::DIM, h.join(" "))));
+            line.push_str(&format!("  {}", paint_stdout(style::DIM, h.join(" "))));
         }
         if !l.is_empty() {
-            line.push_str(&format!("  [{}]", paint(style::WARN, l.join(", "))));
+            line.push_str(&format!("  [{}]", paint_stdout(style::WARN, l.join(", "))));
         }
         s.push_str(&line);
         s.push('\n');
@@ -145,7 +145,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
         for item in e.items(kind) {
             s.push_str(&format!(
                 "    {} {}\n",
-                paint(style::DIM, kind.noun()),
+                paint_stdout(style::DIM, kind.noun()),
                 sanitize_line(item.key(kind).unwrap_or_default())
             ));
         }

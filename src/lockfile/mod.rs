@@ -19,8 +19,8 @@ use serde_json::Value;
 pub use digest::Sha256Digest;
 pub(crate) use read::parse_sandbox_policy;
 pub use read::{
-    check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes, load_summary,
-    read_bytes, reload_optional,
+    FileBytes, check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes,
+    load_summary, read_bytes, reload_optional,
 };
 pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, to_bytes, write_atomic};
@@ -820,8 +820,46 @@ impl<'de> Deserialize<'de> for ItemSummary {
 }
 
 impl LockedItem for ItemSummary {
+    /// Reads the list into a vector reused from one list to the next and returns an exact copy:
+    /// growing each list's own vector leaves a trail of freed smaller copies behind, and fresh
+    /// pages cost more than the copy (see `FileBytes`).
     fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
-        Vec::deserialize(d)
+        struct Items;
+        impl<'de> serde::de::Visitor<'de> for Items {
+            type Value = Vec<ItemSummary>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                thread_local! {
+                    static SCRATCH: std::cell::Cell<Vec<ItemSummary>> = const { std::cell::Cell::new(Vec::new()) };
+                }
+                // Taken out of the cell while in use, so that a nested reading (there is none)
+                // would only get an empty vector of its own.
+                let mut scratch = SCRATCH.take();
+                scratch.clear();
+                let read = (|| {
+                    while let Some(item) = seq.next_element()? {
+                        scratch.push(item);
+                    }
+                    Ok(())
+                })();
+                let items = read.map(|()| {
+                    let mut items = Vec::with_capacity(scratch.len());
+                    items.append(&mut scratch);
+                    items
+                });
+                scratch.clear();
+                SCRATCH.set(scratch);
+                items
+            }
+        }
+        d.deserialize_seq(Items)
     }
 
     fn key(&self, kind: Kind) -> Option<&str> {
