@@ -79,6 +79,15 @@ pub fn sanitize_line(text: &str) -> String {
     sanitize(text).replace('\n', "\\n").replace('\t', "\\t")
 }
 
+/// [`sanitize_line`] appended to `out`.
+pub fn push_sanitized_line(out: &mut String, text: &str) {
+    if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
+        out.push_str(text);
+    } else {
+        out.push_str(&sanitize_line(text));
+    }
+}
+
 /// `text` wrapped in `style` (stripped later when colour is off).
 pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     format!("{style}{text}{style:#}")

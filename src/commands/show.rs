@@ -127,27 +127,32 @@ fn human_entry(name: &str, e: &Entry) -> String {
         }
     ));
     s.push_str(&format!("  digest       {}\n", e.digests.surface));
+    // One line per item, appended in place: with thousands of items, a string per line shows.
     for tool in &e.tools {
         let tname = tool.key(Kind::Tool).unwrap_or_default();
         let h = hints(tool);
         let l = labels(e, tname);
-        let mut line = format!("    {}", sanitize_line(tname));
+        s.push_str("    ");
+        output::push_sanitized_line(&mut s, tname);
         if !h.is_empty() {
-            line.push_str(&format!("  {}", paint_stdout(style::DIM, h.join(" "))));
+            s.push_str("  ");
+            s.push_str(&paint_stdout(style::DIM, h.join(" ")));
         }
         if !l.is_empty() {
-            line.push_str(&format!("  [{}]", paint_stdout(style::WARN, l.join(", "))));
+            s.push_str("  [");
+            s.push_str(&paint_stdout(style::WARN, l.join(", ")));
+            s.push(']');
         }
-        s.push_str(&line);
         s.push('\n');
     }
     for kind in [Kind::Prompt, Kind::Resource, Kind::ResourceTemplate] {
+        let noun = paint_stdout(style::DIM, kind.noun());
         for item in e.items(kind) {
-            s.push_str(&format!(
-                "    {} {}\n",
-                paint_stdout(style::DIM, kind.noun()),
-                sanitize_line(item.key(kind).unwrap_or_default())
-            ));
+            s.push_str("    ");
+            s.push_str(&noun);
+            s.push(' ');
+            output::push_sanitized_line(&mut s, item.key(kind).unwrap_or_default());
+            s.push('\n');
         }
     }
     if let Some(t) = e.taint() {

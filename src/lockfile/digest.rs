@@ -140,9 +140,126 @@ impl serde::de::Visitor<'_> for DigestVisitor {
     }
 }
 
+/// Item digests by item key, in key order (that of a `BTreeMap<String, _>`: by UTF-8 bytes).
+/// A sorted vector rather than a tree: a lockfile holds thousands of these, written in order,
+/// read in order and walked in order, and a tree's nodes are several times the size.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DigestMap(Vec<(Box<str>, Sha256Digest)>);
+
+impl DigestMap {
+    /// The digest recorded for `key`.
+    pub fn get(&self, key: &str) -> Option<&Sha256Digest> {
+        self.position(key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Whether a digest is recorded for `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_ok()
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+
+    /// Keys and digests, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Sha256Digest)> {
+        self.0.iter().map(|(k, d)| (&**k, d))
+    }
+
+    /// How many digests are recorded.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        // Read in order, so the last is the usual place.
+        match self.0.last() {
+            Some((last, _)) if &**last < key => Err(self.0.len()),
+            _ => self.0.binary_search_by(|(k, _)| (**k).cmp(key)),
+        }
+    }
+}
+
+impl<K: Into<Box<str>>> FromIterator<(K, Sha256Digest)> for DigestMap {
+    /// As a `BTreeMap` collects: in key order, the last of equal keys kept.
+    fn from_iter<T: IntoIterator<Item = (K, Sha256Digest)>>(iter: T) -> Self {
+        let mut map = Self::default();
+        for (key, digest) in iter {
+            let key = key.into();
+            match map.position(&key) {
+                Ok(i) => map.0[i].1 = digest,
+                Err(i) => map.0.insert(i, (key, digest)),
+            }
+        }
+        map
+    }
+}
+
+impl Serialize for DigestMap {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for DigestMap {
+    /// Strict: a key given twice is an error (a `BTreeMap` would keep the last silently).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = DigestMap;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DigestMap, A::Error> {
+                // Read into a vector reused from one map to the next, then copied at its exact
+                // size: growing each map's own vector would leave a trail of freed copies.
+                thread_local! {
+                    static SCRATCH: std::cell::Cell<DigestMap> = std::cell::Cell::default();
+                }
+                let mut scratch = SCRATCH.take();
+                scratch.0.clear();
+                let read = (|| {
+                    while let Some(key) = map.next_key::<String>()? {
+                        let Err(at) = scratch.position(&key) else {
+                            return Err(serde::de::Error::custom(format_args!(
+                                "duplicate key `{key}`"
+                            )));
+                        };
+                        let digest = map.next_value()?;
+                        scratch.0.insert(at, (key.into(), digest));
+                    }
+                    Ok(())
+                })();
+                let out = read.map(|()| {
+                    let mut out = Vec::with_capacity(scratch.0.len());
+                    out.append(&mut scratch.0);
+                    DigestMap(out)
+                });
+                scratch.0.clear();
+                SCRATCH.set(scratch);
+                out
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn digest_of_canonical_form() {
@@ -181,5 +298,42 @@ mod tests {
         ] {
             assert!(bad.parse::<Sha256Digest>().is_err(), "{bad}");
         }
+    }
+
+    fn d(n: u8) -> Sha256Digest {
+        Sha256Digest::from_array([n; 32])
+    }
+
+    proptest! {
+        #[test]
+        fn a_digest_map_is_a_btree_map(pairs in prop::collection::vec(("[a-d\u{e9}\u{1f600}]{0,3}", any::<u8>()), 0..40)) {
+            let want: BTreeMap<String, Sha256Digest> = pairs.iter().map(|(k, n)| (k.clone(), d(*n))).collect();
+            let got: DigestMap = pairs.iter().map(|(k, n)| (k.clone(), d(*n))).collect();
+            prop_assert!(got.iter().eq(want.iter().map(|(k, v)| (k.as_str(), v))));
+            prop_assert_eq!(got.len(), want.len());
+            for (k, n) in &pairs {
+                prop_assert_eq!(got.get(k), want.get(k));
+                prop_assert!(got.contains_key(k));
+                prop_assert_eq!(got.get(&format!("{k}~")), want.get(&format!("{k}~")), "{}", n);
+            }
+            // The file's form: written as a map, read back the same, in any order.
+            let text = serde_json::to_string(&got).unwrap();
+            prop_assert_eq!(&text, &serde_json::to_string(&want).unwrap());
+            prop_assert_eq!(&serde_json::from_str::<DigestMap>(&text).unwrap(), &got);
+            let reversed: serde_json::Map<String, Value> = want.iter().rev().map(|(k, v)| (k.clone(), Value::String(v.to_string()))).collect();
+            prop_assert_eq!(&serde_json::from_value::<DigestMap>(Value::Object(reversed)).unwrap(), &got);
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let one = d(1).to_string();
+        let text = format!(r#"{{"b": "{one}", "a": "{one}", "b": "{one}"}}"#);
+        let err = serde_json::from_str::<DigestMap>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("duplicate key `b`"), "{err}");
+        let err = serde_json::from_str::<DigestMap>(r#"{"a": "sha256:00"}"#).unwrap_err();
+        assert!(err.to_string().contains("not a digest"), "{err}");
     }
 }

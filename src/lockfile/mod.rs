@@ -16,7 +16,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use digest::Sha256Digest;
+pub use digest::{DigestMap, Sha256Digest};
 pub(crate) use read::parse_sandbox_policy;
 pub use read::{
     FileBytes, check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes,
@@ -184,17 +184,13 @@ pub struct Digests {
     /// Digest of the canonical instructions string, or `null`.
     pub instructions: Option<Sha256Digest>,
     /// Per tool name.
-    #[serde(deserialize_with = "strict_map")]
-    pub tools: BTreeMap<String, Sha256Digest>,
+    pub tools: DigestMap,
     /// Per prompt name.
-    #[serde(deserialize_with = "strict_map")]
-    pub prompts: BTreeMap<String, Sha256Digest>,
+    pub prompts: DigestMap,
     /// Per resource URI.
-    #[serde(deserialize_with = "strict_map")]
-    pub resources: BTreeMap<String, Sha256Digest>,
+    pub resources: DigestMap,
     /// Per resource template URI template.
-    #[serde(deserialize_with = "strict_map")]
-    pub resource_templates: BTreeMap<String, Sha256Digest>,
+    pub resource_templates: DigestMap,
 }
 
 /// `policy`: taint labels and a sandbox.
@@ -515,7 +511,7 @@ pub fn sorted_keys<I: LockedItem>(
 }
 
 /// Digests per key of items that are already canonical.
-pub fn item_digests<I: LockedItem>(kind: Kind, items: &[I]) -> BTreeMap<String, Sha256Digest> {
+pub fn item_digests<I: LockedItem>(kind: Kind, items: &[I]) -> DigestMap {
     items
         .iter()
         .filter_map(|item| Some((item.key(kind)?.to_owned(), item.digest())))
@@ -570,8 +566,7 @@ impl Digests {
             h.raw(b"\":{");
             // A `BTreeMap` is in UTF-8 order, which differs from UTF-16 order only for some
             // keys beyond the BMP; a stable sort of sorted input is one pass.
-            let mut entries: Vec<(&str, &Sha256Digest)> =
-                map.iter().map(|(k, d)| (k.as_str(), d)).collect();
+            let mut entries: Vec<(&str, &Sha256Digest)> = map.iter().collect();
             entries.sort_by(|a, b| crate::canonical::cmp_utf16(a.0, b.0));
             for (i, (key, d)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -589,7 +584,7 @@ impl Digests {
     }
 
     /// The per-item digests of one kind.
-    pub fn of_kind(&self, kind: Kind) -> &BTreeMap<String, Sha256Digest> {
+    pub fn of_kind(&self, kind: Kind) -> &DigestMap {
         match kind {
             Kind::Tool => &self.tools,
             Kind::Prompt => &self.prompts,

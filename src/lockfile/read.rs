@@ -3,16 +3,16 @@
 //! A file that does not parse is parsed again step by step (the version first) to say what is
 //! wrong and where.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    Entry, Era, ItemSummary, Kind, LockedItem, Lockfile, PROMPTS_WILDCARD, RESOURCES_WILDCARD,
-    SUPPORTED_VERSIONS, ServerEntry, Sha256Digest, item_digests, items_are_canonical, sorted_keys,
-    valid_env_name, valid_server_name,
+    DigestMap, Entry, Era, ItemSummary, Kind, LockedItem, Lockfile, PROMPTS_WILDCARD,
+    RESOURCES_WILDCARD, SUPPORTED_VERSIONS, ServerEntry, Sha256Digest, item_digests,
+    items_are_canonical, sorted_keys, valid_env_name, valid_server_name,
 };
 use crate::canonical::parse_strict_slice;
 use crate::error::{Error, Result};
@@ -510,18 +510,18 @@ fn check_any_item_digests<I: LockedItem>(
     name: &str,
     kind: Kind,
     items: &[I],
-    recorded: &BTreeMap<String, Sha256Digest>,
+    recorded: &DigestMap,
     problems: &mut Vec<String>,
 ) {
     let computed = item_digests(kind, items);
-    for (key, c) in &computed {
+    for (key, c) in computed.iter() {
         match recorded.get(key) {
             Some(r) if r == c => {}
             Some(r) => problems.push(mismatch(name, kind, key, r, c)),
             None => problems.push(unrecorded(name, kind, key)),
         }
     }
-    for key in recorded.keys().filter(|k| !computed.contains_key(*k)) {
+    for key in recorded.keys().filter(|k| !computed.contains_key(k)) {
         problems.push(unlisted(name, kind, key));
     }
 }
@@ -533,7 +533,7 @@ fn check_item_digests<I: LockedItem>(
     name: &str,
     kind: Kind,
     items: &[I],
-    recorded: &BTreeMap<String, Sha256Digest>,
+    recorded: &DigestMap,
     problems: &mut Vec<String>,
 ) {
     let mut unlisted_keys = Vec::new();
@@ -542,11 +542,11 @@ fn check_item_digests<I: LockedItem>(
         let Some(key) = item.key(kind) else {
             continue;
         };
-        while let Some((k, _)) = rec.next_if(|(k, _)| k.as_str() < key) {
+        while let Some((k, _)) = rec.next_if(|(k, _)| *k < key) {
             unlisted_keys.push(k);
         }
         let computed = item.digest();
-        match rec.next_if(|(k, _)| k.as_str() == key) {
+        match rec.next_if(|(k, _)| *k == key) {
             Some((_, r)) if *r == computed => {}
             Some((_, r)) => problems.push(mismatch(name, kind, key, r, &computed)),
             None => problems.push(unrecorded(name, kind, key)),
@@ -607,6 +607,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     const GOLDEN: &str = include_str!("../../tests/fixtures/golden.mcp.lock");
 
@@ -807,12 +808,13 @@ mod tests {
         ]
     }
 
-    fn arb_digests() -> impl Strategy<Value = BTreeMap<String, Sha256Digest>> {
+    fn arb_digests() -> impl Strategy<Value = DigestMap> {
         prop::collection::btree_map(
             arb_key(),
             any::<[u8; 32]>().prop_map(Sha256Digest::from_array),
             0..6,
         )
+        .prop_map(|m| m.into_iter().collect())
     }
 
     proptest! {
@@ -843,7 +845,7 @@ mod tests {
         ) {
             let items: Vec<Value> = keys.iter().map(|k| json!({"name": k, "d": k.len()})).collect();
             prop_assert!(items_are_canonical(Kind::Tool, &items));
-            let recorded: BTreeMap<String, Sha256Digest> = recorded_keys
+            let recorded: DigestMap = recorded_keys
                 .iter()
                 .map(|k| {
                     let d = if wrong.contains(k) {
