@@ -251,6 +251,7 @@ pub fn render(drift: &Drift, indent: &str) -> String {
                 let _ = writeln!(out, "{indent}{}", paint(style::ADDED, format!("+ {head}")));
                 if let Some(v) = &c.live {
                     for line in pretty(v).lines() {
+                        let line = sanitize_line(line);
                         let _ = writeln!(
                             out,
                             "{indent}    {}",
@@ -300,7 +301,7 @@ fn render_value_change(a: &Value, b: &Value, indent: &str) -> String {
         let label = if path.is_empty() {
             "text".to_owned()
         } else {
-            path.clone()
+            sanitize_line(path)
         };
         let _ = writeln!(out, "{indent}{}", paint(style::BOLD, format!("{label}:")));
         let _ = writeln!(out, "{indent}  {}", word_diff(old, new));

@@ -526,7 +526,11 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
         } else {
             labels.join(" + ")
         };
-        reasons.push(format!("{name}: {verdict} ({})", why.join("; ")));
+        reasons.push(format!(
+            "{}: {verdict} ({})",
+            crate::output::sanitize_line(name),
+            why.join("; ")
+        ));
     }
     if !entry.resources.is_empty() || !entry.resource_templates.is_empty() {
         sources.push(RESOURCES_WILDCARD.to_owned());

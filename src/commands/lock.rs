@@ -60,8 +60,8 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
                 output::info(&format!(
                     "replacing the command of `{}`: {} -> {}",
                     args.name,
-                    super::show::shell_words(&prev.command),
-                    super::show::shell_words(&args.command)
+                    output::sanitize_line(&super::show::shell_words(&prev.command)),
+                    output::sanitize_line(&super::show::shell_words(&args.command))
                 ));
             }
             (args.command.clone(), args.env.clone())
@@ -120,7 +120,7 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         "{} `{}`: {}",
         paint(style::BOLD, "starting"),
         args.name,
-        super::show::shell_words(&command)
+        output::sanitize_line(&super::show::shell_words(&command))
     ));
     let locked_era = previous.as_ref().map(ServerEntry::era);
     let mut progress = crate::progress::Progress::start();

@@ -4,7 +4,7 @@
 use crate::cli::SandboxTestArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
-use crate::output::{self, paint, style};
+use crate::output::{self, paint, sanitize_line, style};
 use crate::paths;
 
 /// A host that is never in an allowlist, for the "unlisted is refused" row.
@@ -121,11 +121,19 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
     if output::verbose() {
         out.push_str("  read set:\n");
         for (p, why) in &report.read_set {
-            out.push_str(&format!("    {p}  {}\n", paint(style::DIM, why)));
+            out.push_str(&format!(
+                "    {}  {}\n",
+                sanitize_line(p),
+                paint(style::DIM, sanitize_line(why))
+            ));
         }
         out.push_str("  write set:\n");
         for (p, why) in &report.write_set {
-            out.push_str(&format!("    {p}  {}\n", paint(style::DIM, why)));
+            out.push_str(&format!(
+                "    {}  {}\n",
+                sanitize_line(p),
+                paint(style::DIM, sanitize_line(why))
+            ));
         }
     }
     let rows: Vec<[String; 3]> = report
@@ -133,9 +141,9 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         .iter()
         .map(|r| {
             [
-                output::ellipsize(&r.check, 60),
-                output::ellipsize(&r.expected, 40),
-                output::ellipsize(&r.observed, 28),
+                output::ellipsize(&sanitize_line(&r.check), 60),
+                output::ellipsize(&sanitize_line(&r.expected), 40),
+                output::ellipsize(&sanitize_line(&r.observed), 28),
             ]
         })
         .collect();

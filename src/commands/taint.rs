@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use serde_json::json;
 
 use crate::error::{Error, Exit, Result};
-use crate::output::{self, paint, style};
+use crate::output::{self, paint, sanitize_line, style};
 use crate::{lockfile, paths, taint};
 
 /// `suggest-policy --name NAME`: JSON on stdout, reasons on stderr; never edits the lock.
@@ -61,23 +61,27 @@ pub fn list(json_out: bool) -> Result<Exit> {
         let status = if *alive { "active" } else { "ended" };
         out.push_str(&format!(
             "{}  {}  client {} (pid {}), started {}\n",
-            paint(style::BOLD, &s.session),
+            paint(style::BOLD, sanitize_line(&s.session)),
             status,
-            s.client.as_deref().unwrap_or("unknown"),
+            sanitize_line(s.client.as_deref().unwrap_or("unknown")),
             s.client_pid,
-            s.started
+            sanitize_line(&s.started)
         ));
         out.push_str(&format!(
             "  servers    {}\n",
-            s.servers.iter().cloned().collect::<Vec<_>>().join(", ")
+            s.servers
+                .iter()
+                .map(|n| sanitize_line(n))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         match &s.taint {
             Some(m) => out.push_str(&format!(
                 "  taint      {} by `{}` on server `{}` at {}\n",
                 paint(style::WARN, "tainted"),
-                m.item,
-                m.server,
-                m.ts
+                sanitize_line(&m.item),
+                sanitize_line(&m.server),
+                sanitize_line(&m.ts)
             )),
             None => out.push_str("  taint      clean\n"),
         }

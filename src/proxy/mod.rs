@@ -654,8 +654,10 @@ impl Proxy {
             .note("drift", json!({"class": "definitional", "reason": what}));
         self.audit.note("quarantine", json!({"reason": what}));
         output::warn(&format!(
-            "server `{}` is quarantined: its surface drifted from the lock ({what}); review with `mcpsum verify --name {}`",
-            self.name, self.name
+            "server `{}` is quarantined: its surface drifted from the lock ({}); review with `mcpsum verify --name {}`",
+            self.name,
+            output::sanitize_line(what),
+            self.name
         ));
         self.quarantine = Some(what.to_owned());
     }
