@@ -25,9 +25,7 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
             lockfile_version: lock.lockfile_version,
             servers: JsonServers(&selected),
         };
-        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        text.push('\n');
-        output::stdout(&text);
+        output::stdout_json(&doc);
         drop(selected);
         lockfile::release_at_exit(lock);
         return Ok(Exit::Ok);
