@@ -71,7 +71,7 @@ pub fn read_bytes(path: &Path) -> Result<FileBytes> {
 /// A file's bytes. A large file is read into memory that is mapped with every page already in
 /// place (`MAP_POPULATE`): reading into fresh heap memory instead takes one page fault per 4 KiB,
 /// which on a virtual machine costs several microseconds each (a 780 KB lockfile: 190 faults,
-/// about 0.6 ms, a tenth of `show`; see BENCHMARKS.md).
+/// about 0.6 ms of `show`; populating the same pages costs under half of that).
 #[derive(Debug)]
 pub enum FileBytes {
     /// Read into a populated anonymous mapping; the first `len` bytes are the file's.
