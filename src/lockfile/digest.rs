@@ -178,11 +178,16 @@ impl DigestMap {
     }
 
     fn position(&self, key: &str) -> Result<usize, usize> {
-        // Read in order, so the last is the usual place.
-        match self.0.last() {
-            Some((last, _)) if &**last < key => Err(self.0.len()),
-            _ => self.0.binary_search_by(|(k, _)| (**k).cmp(key)),
-        }
+        position(&self.0, key)
+    }
+}
+
+/// Where `key` is in `entries` (sorted by key), or where it would go.
+fn position(entries: &[(Box<str>, Sha256Digest)], key: &str) -> Result<usize, usize> {
+    // Read in order, so the last is the usual place.
+    match entries.last() {
+        Some((last, _)) if &**last < key => Err(entries.len()),
+        _ => entries.binary_search_by(|(k, _)| (**k).cmp(key)),
     }
 }
 
@@ -222,33 +227,23 @@ impl<'de> Deserialize<'de> for DigestMap {
                 self,
                 mut map: A,
             ) -> Result<DigestMap, A::Error> {
-                // Read into a vector reused from one map to the next, then copied at its exact
-                // size: growing each map's own vector would leave a trail of freed copies.
                 thread_local! {
-                    static SCRATCH: std::cell::Cell<DigestMap> = std::cell::Cell::default();
+                    static SCRATCH: std::cell::Cell<Vec<(Box<str>, Sha256Digest)>> =
+                        const { std::cell::Cell::new(Vec::new()) };
                 }
-                let mut scratch = SCRATCH.take();
-                scratch.0.clear();
-                let read = (|| {
+                super::collect_exact(&SCRATCH, |scratch| {
                     while let Some(key) = map.next_key::<String>()? {
-                        let Err(at) = scratch.position(&key) else {
+                        let Err(at) = position(scratch, &key) else {
                             return Err(serde::de::Error::custom(format_args!(
                                 "duplicate key `{key}`"
                             )));
                         };
                         let digest = map.next_value()?;
-                        scratch.0.insert(at, (key.into(), digest));
+                        scratch.insert(at, (key.into(), digest));
                     }
                     Ok(())
-                })();
-                let out = read.map(|()| {
-                    let mut out = Vec::with_capacity(scratch.0.len());
-                    out.append(&mut scratch.0);
-                    DigestMap(out)
-                });
-                scratch.0.clear();
-                SCRATCH.set(scratch);
-                out
+                })
+                .map(DigestMap)
             }
         }
         deserializer.deserialize_map(Visitor)

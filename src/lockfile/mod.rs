@@ -814,10 +814,29 @@ impl<'de> Deserialize<'de> for ItemSummary {
     }
 }
 
+/// Runs `fill` on this thread's vector in `scratch` (reused from one call to the next) and
+/// returns what it pushed, copied into a vector of exactly that size. For the many small lists
+/// of a large lockfile: growing each list's own vector leaves a trail of freed smaller copies,
+/// and fresh pages cost more than the copy (see `FileBytes`). The vector is taken out of its
+/// cell while in use, so a nested call would only get an empty one of its own.
+fn collect_exact<T: 'static, E>(
+    scratch: &'static std::thread::LocalKey<std::cell::Cell<Vec<T>>>,
+    fill: impl FnOnce(&mut Vec<T>) -> Result<(), E>,
+) -> Result<Vec<T>, E> {
+    let mut vec = scratch.take();
+    vec.clear();
+    let out = fill(&mut vec).map(|()| {
+        let mut out = Vec::with_capacity(vec.len());
+        out.append(&mut vec);
+        out
+    });
+    vec.clear();
+    scratch.set(vec);
+    out
+}
+
 impl LockedItem for ItemSummary {
-    /// Reads the list into a vector reused from one list to the next and returns an exact copy:
-    /// growing each list's own vector leaves a trail of freed smaller copies behind, and fresh
-    /// pages cost more than the copy (see `FileBytes`).
+    /// Reads the list with `collect_exact`.
     fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
         struct Items;
         impl<'de> serde::de::Visitor<'de> for Items {
@@ -832,26 +851,15 @@ impl LockedItem for ItemSummary {
                 mut seq: A,
             ) -> Result<Self::Value, A::Error> {
                 thread_local! {
-                    static SCRATCH: std::cell::Cell<Vec<ItemSummary>> = const { std::cell::Cell::new(Vec::new()) };
+                    static SCRATCH: std::cell::Cell<Vec<ItemSummary>> =
+                        const { std::cell::Cell::new(Vec::new()) };
                 }
-                // Taken out of the cell while in use, so that a nested reading (there is none)
-                // would only get an empty vector of its own.
-                let mut scratch = SCRATCH.take();
-                scratch.clear();
-                let read = (|| {
+                collect_exact(&SCRATCH, |scratch| {
                     while let Some(item) = seq.next_element()? {
                         scratch.push(item);
                     }
                     Ok(())
-                })();
-                let items = read.map(|()| {
-                    let mut items = Vec::with_capacity(scratch.len());
-                    items.append(&mut scratch);
-                    items
-                });
-                scratch.clear();
-                SCRATCH.set(scratch);
-                items
+                })
             }
         }
         d.deserialize_seq(Items)
