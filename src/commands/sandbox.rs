@@ -96,10 +96,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
     if args.json {
         let doc =
             serde_json::json!({"server": args.name, "passed": report.passed(), "report": report});
-        output::stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ));
+        output::stdout_json(&doc);
     } else {
         output::stdout(&render(&report));
     }

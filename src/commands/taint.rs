@@ -24,10 +24,7 @@ pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str) -> Result<Ex
         "review, then paste into `servers.{name}` of `{}` (mcpsum does not edit it)",
         path.display()
     ));
-    output::stdout(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(&policy).unwrap_or_default()
-    ));
+    output::stdout_json(&policy);
     Ok(Exit::Ok)
 }
 
@@ -46,10 +43,7 @@ pub fn list(json_out: bool) -> Result<Exit> {
             .iter()
             .map(|(s, alive)| json!({"session": s, "active": alive}))
             .collect();
-        output::stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&json!({"sessions": doc})).unwrap_or_default()
-        ));
+        output::stdout_json(&json!({"sessions": doc}));
         return Ok(Exit::Ok);
     }
     if sessions.is_empty() {

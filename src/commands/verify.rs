@@ -145,10 +145,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
             })
             .collect();
         let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "servers": servers});
-        output::stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        ));
+        output::stdout_json(&doc);
         return Ok(exit);
     }
 

@@ -2470,3 +2470,37 @@ fn results_pass_whole_whatever_ids_they_hold_in_every_era_pair() {
         }
     }
 }
+
+/// A re-read after `list_changed` that lists two tools under one server-chosen name
+/// quarantines the server; the warning names the duplicate without letting its escapes reach
+/// the terminal.
+#[test]
+fn quarantine_warning_cannot_drive_the_terminal() {
+    let w = World::new();
+    let dup = json!({"name": "d\u{1b}[2K\u{9b}2K\u{202e}", "inputSchema": {"type": "object"}});
+    let s = w.scenario(
+        "dup",
+        &json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+                "drift": {"afterCalls": 1, "set": {"tools": [dup.clone(), dup]}}}),
+    );
+    w.lock_fake("dup", &s, &[]).code(0);
+    let mut px = Px::start_with(&w, "dup", Era::Legacy, &["--color", "always"], &[]);
+    px.hello();
+    let r = px.call(json!(1), "echo", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 2;
+    while px
+        .request(json!(id), "tools/list", json!({}))
+        .get("error")
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "never quarantined");
+        std::thread::sleep(Duration::from_millis(50));
+        id += 1;
+    }
+    assert_eq!(px.finish(), 0);
+    let text = px.stderr();
+    assert!(text.contains("two tools share the name"), "{text}");
+    crate::terminal::assert_clean("proxy quarantine (stderr)", &text);
+}

@@ -11,7 +11,7 @@ use crate::support::{Run, World};
 /// `serde_json` leaves unescaped) and a right-to-left override.
 const INJECTED: [&str; 5] = ["\u{1b}[8m", "\u{1b}[2K", "\r", "\u{9b}", "\u{202e}"];
 
-fn assert_clean(what: &str, text: &str) {
+pub(crate) fn assert_clean(what: &str, text: &str) {
     for bad in INJECTED {
         assert!(
             !text.contains(bad),
@@ -128,98 +128,6 @@ fn server_text_cannot_drive_the_terminal() {
     let r = w.lock_fake("noisy", &s, &["--color", "always"]);
     r.code(2);
     check("lock error with stderr tail", &r);
-}
-
-/// A re-read after `list_changed` that lists two tools under one server-chosen name
-/// quarantines the server; the warning names the duplicate.
-#[test]
-fn quarantine_warning_cannot_drive_the_terminal() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
-
-    let w = World::new();
-    let dup = json!({"name": "d\u{1b}[2K\u{9b}2K\u{202e}", "inputSchema": {"type": "object"}});
-    let s = w.scenario(
-        "dup",
-        &json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
-                "drift": {"afterCalls": 1, "set": {"tools": [dup.clone(), dup]}}}),
-    );
-    w.lock_fake("dup", &s, &[]).code(0);
-
-    let stderr = w.path().join("proxy.stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpsum"))
-        .env_clear()
-        .env("MCPSUM_STATE_DIR", w.path().join("state"))
-        .current_dir(w.path())
-        .arg("--color")
-        .arg("always")
-        .arg("--lockfile")
-        .arg(w.lockfile())
-        .args(["proxy", "--name", "dup"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut request = |stdin: &mut std::process::ChildStdin,
-                       id: u64,
-                       method: &str,
-                       params: serde_json::Value|
-     -> serde_json::Value {
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(stdin, "{msg}").unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(stdout.read_line(&mut line).unwrap() > 0, "the proxy ended");
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v.get("method").is_none() && v["id"] == id {
-                return v;
-            }
-        }
-    };
-    request(
-        &mut stdin,
-        0,
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    let r = request(
-        &mut stdin,
-        1,
-        "tools/call",
-        json!({"name": "echo", "arguments": {}}),
-    );
-    assert!(r.get("result").is_some(), "{r}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut id = 2;
-    while request(&mut stdin, id, "tools/list", json!({}))
-        .get("error")
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "never quarantined");
-        std::thread::sleep(Duration::from_millis(50));
-        id += 1;
-    }
-    drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the proxy did not exit after stdin closed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status}");
-    let text = std::fs::read_to_string(&stderr).unwrap();
-    assert!(text.contains("two tools share the name"), "{text}");
-    assert_clean("proxy quarantine (stderr)", &text);
 }
 
 /// `sandbox test -v` shows the lockfile's paths in its read and write sets and its checks.
