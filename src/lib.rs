@@ -29,14 +29,16 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Show(a) => commands::show::run(lockfile, a),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
         cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
-        cli::Command::Taint(cli::TaintCommand::List { json }) => commands::taint::list(*json),
-        cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
-            commands::taint::reset(session.as_deref(), *all)
-        }
+        cli::Command::Taint(t) => match t {
+            cli::TaintCommand::List { json } => commands::taint::list(*json),
+            cli::TaintCommand::Reset { session, all } => {
+                commands::taint::reset(session.as_deref(), *all)
+            }
+        },
         cli::Command::Audit(a) => commands::audit::run(a).await,
-        cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
-            commands::sandbox::run(lockfile, a).await
-        }
+        cli::Command::Sandbox(s) => match s {
+            cli::SandboxCommand::Test(a) => commands::sandbox::run(lockfile, a).await,
+        },
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
         cli::Command::Proxy(a) => {
@@ -55,19 +57,19 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
 pub fn main() -> std::process::ExitCode {
     // The sandbox launcher and its probe are this same binary, re-executed (hidden subcommands,
     // handled before argument parsing and before any thread exists).
-    // Later launches re-execute this very file even if it is replaced on disk; on failure they
-    // fall back to `/proc/self/exe`.
-    let _ = mcpsum_sandbox::open_self_exe();
     let mut args = std::env::args_os();
     let _argv0 = args.next();
     match args.next() {
         Some(a) if a == mcpsum_sandbox::EXEC_SUBCOMMAND => {
+            pin_self_exe();
             mcpsum_sandbox::launcher_main(args.collect())
         }
         Some(a) if a == mcpsum_sandbox::PROBE_SUBCOMMAND => {
+            pin_self_exe();
             mcpsum_sandbox::probe_main(args.collect())
         }
         Some(a) if a == mcpsum_sandbox::GUARD_SUBCOMMAND => {
+            pin_self_exe();
             mcpsum_sandbox::guard_main(args.collect())
         }
         _ => {}
@@ -83,6 +85,14 @@ pub fn main() -> std::process::ExitCode {
     if let cli::Command::Show(args) = &cli.command {
         return exit_code(commands::show::run(cli.lockfile.as_deref(), args));
     }
+    run_async(cli)
+}
+
+/// Runs every command but `show` on a runtime. Kept out of line: the future of [`run`] holds
+/// every command's state and takes tens of kilobytes of stack, which `show` need not touch.
+#[inline(never)]
+fn run_async(cli: cli::Cli) -> std::process::ExitCode {
+    pin_self_exe();
     // Servers' detached children come back to mcpsum, which ends them before it exits.
     crate::mcp::process::become_subreaper();
     // One thread: mcpsum's work is I/O between pipes, and hand-offs between worker threads
@@ -102,6 +112,13 @@ pub fn main() -> std::process::ExitCode {
     runtime.shutdown_background();
     crate::mcp::process::kill_adopted_orphans();
     exit_code(result)
+}
+
+/// Opens this binary so that later launches (sandboxed servers, probes) re-execute this very
+/// file even if it is replaced on disk; without it they fall back to `/proc/self/exe`. Called
+/// before any thread exists, by every command that may launch something (not `show`).
+fn pin_self_exe() {
+    let _ = mcpsum_sandbox::open_self_exe();
 }
 
 /// The process's exit code for a command's result; an error is printed first.

@@ -30,12 +30,18 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
         lockfile::release_at_exit(lock);
         return Ok(Exit::Ok);
     }
-    let mut out = String::new();
+    // Sized once: growing a long text by doubling touches about twice its pages.
+    let mut out = String::with_capacity(
+        selected
+            .iter()
+            .map(|(_, e)| 1024 + 24 * Kind::ALL.iter().map(|&k| e.items(k).len()).sum::<usize>())
+            .sum(),
+    );
     for (i, (name, entry)) in selected.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&human_entry(name, entry));
+        push_entry(&mut out, name, entry);
     }
     if selected.is_empty() {
         out.push_str("no servers locked\n");
@@ -79,8 +85,8 @@ fn labels(entry: &Entry, tool: &str) -> Vec<&'static str> {
     out
 }
 
-fn human_entry(name: &str, e: &Entry) -> String {
-    let mut s = String::new();
+/// Appends the human-readable form of one entry to `s`.
+fn push_entry(s: &mut String, name: &str, e: &Entry) {
     let info = &e.server_info;
     let server = sanitize_line(&format!(
         "{} {}",
@@ -131,7 +137,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
         let h = hints(tool);
         let l = labels(e, tname);
         s.push_str("    ");
-        output::push_sanitized_line(&mut s, tname);
+        output::push_sanitized_line(s, tname);
         if !h.is_empty() {
             s.push_str("  ");
             s.push_str(&paint_stdout(style::DIM, h.join(" ")));
@@ -149,7 +155,7 @@ fn human_entry(name: &str, e: &Entry) -> String {
             s.push_str("    ");
             s.push_str(&noun);
             s.push(' ');
-            output::push_sanitized_line(&mut s, item.key(kind).unwrap_or_default());
+            output::push_sanitized_line(s, item.key(kind).unwrap_or_default());
             s.push('\n');
         }
     }
@@ -184,7 +190,6 @@ fn human_entry(name: &str, e: &Entry) -> String {
         }
         None => s.push_str("  sandbox      none\n"),
     }
-    s
 }
 
 /// A list from the file for one line of the terminal (sanitized), or `none`.

@@ -975,6 +975,40 @@ fn every_command_has_examples_in_its_help() {
     }
 }
 
+/// A command's own help opens with the summary that its parent's command list gives, not with
+/// the doc comment of its argument type (their arguments are added to the tree lazily).
+#[test]
+fn every_command_help_opens_with_its_summary() {
+    let w = World::new();
+    for path in command_paths(&w).iter().filter(|p| !p.is_empty()) {
+        let (parent, name) = path.split_at(path.len() - 1);
+        let mut args = parent.to_vec();
+        args.push("--help".into());
+        let list = w.run(&args).stdout;
+        let entry = list
+            .lines()
+            .find_map(|l| l.strip_prefix("  ")?.strip_prefix(&format!("{} ", name[0])))
+            .unwrap_or_else(|| panic!("`{}` is not in its parent's list:\n{list}", name[0]));
+        let mut args = path.clone();
+        args.push("--help".into());
+        let help = w.run(&args).stdout;
+        let first = help.lines().next().unwrap_or_default();
+        // The list may wrap a long summary (its first words are on the command's line), and a
+        // long description ends its first line with a full stop.
+        let words = |t: &str| -> Vec<String> {
+            t.split_whitespace()
+                .map(|w| w.trim_end_matches('.').to_owned())
+                .collect()
+        };
+        let listed = words(entry);
+        assert!(
+            words(first).starts_with(&listed),
+            "`mcpsum {} --help` opens with {first:?}, its parent lists {entry:?}",
+            path.join(" ")
+        );
+    }
+}
+
 #[test]
 fn man_pages_cover_every_command_and_render() {
     let w = World::new();
