@@ -30,18 +30,19 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<E
         lockfile::release_at_exit(lock);
         return Ok(Exit::Ok);
     }
-    // Sized once: growing a long text by doubling touches about twice its pages.
-    let mut out = String::with_capacity(
-        selected
-            .iter()
-            .map(|(_, e)| 1024 + 24 * Kind::ALL.iter().map(|&k| e.items(k).len()).sum::<usize>())
-            .sum(),
-    );
+    // Written in pieces of about this size: one buffer, reused, touches fewer fresh pages than
+    // the whole text (thousands of items make tens of kilobytes).
+    const PIECE: usize = 16 * 1024;
+    let mut out = String::with_capacity(2 * PIECE);
     for (i, (name, entry)) in selected.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
         push_entry(&mut out, name, entry);
+        if out.len() >= PIECE {
+            output::stdout(&out);
+            out.clear();
+        }
     }
     if selected.is_empty() {
         out.push_str("no servers locked\n");

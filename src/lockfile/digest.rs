@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -142,9 +143,10 @@ impl serde::de::Visitor<'_> for DigestVisitor {
 
 /// Item digests by item key, in key order (that of a `BTreeMap<String, _>`: by UTF-8 bytes).
 /// A sorted vector rather than a tree: a lockfile holds thousands of these, written in order,
-/// read in order and walked in order, and a tree's nodes are several times the size.
+/// read in order and walked in order, and a tree's nodes are several times the size. A short
+/// key is kept inline rather than in an allocation of its own.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct DigestMap(Vec<(Box<str>, Sha256Digest)>);
+pub struct DigestMap(Vec<(CompactString, Sha256Digest)>);
 
 impl DigestMap {
     /// The digest recorded for `key`.
@@ -159,12 +161,12 @@ impl DigestMap {
 
     /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| &**k)
+        self.0.iter().map(|(k, _)| k.as_str())
     }
 
     /// Keys and digests, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Sha256Digest)> {
-        self.0.iter().map(|(k, d)| (&**k, d))
+        self.0.iter().map(|(k, d)| (k.as_str(), d))
     }
 
     /// How many digests are recorded.
@@ -183,15 +185,15 @@ impl DigestMap {
 }
 
 /// Where `key` is in `entries` (sorted by key), or where it would go.
-fn position(entries: &[(Box<str>, Sha256Digest)], key: &str) -> Result<usize, usize> {
+fn position(entries: &[(CompactString, Sha256Digest)], key: &str) -> Result<usize, usize> {
     // Read in order, so the last is the usual place.
     match entries.last() {
-        Some((last, _)) if &**last < key => Err(entries.len()),
-        _ => entries.binary_search_by(|(k, _)| (**k).cmp(key)),
+        Some((last, _)) if last.as_str() < key => Err(entries.len()),
+        _ => entries.binary_search_by(|(k, _)| k.as_str().cmp(key)),
     }
 }
 
-impl<K: Into<Box<str>>> FromIterator<(K, Sha256Digest)> for DigestMap {
+impl<K: Into<CompactString>> FromIterator<(K, Sha256Digest)> for DigestMap {
     /// As a `BTreeMap` collects: in key order, the last of equal keys kept.
     fn from_iter<T: IntoIterator<Item = (K, Sha256Digest)>>(iter: T) -> Self {
         let mut map = Self::default();
@@ -228,18 +230,18 @@ impl<'de> Deserialize<'de> for DigestMap {
                 mut map: A,
             ) -> Result<DigestMap, A::Error> {
                 thread_local! {
-                    static SCRATCH: std::cell::Cell<Vec<(Box<str>, Sha256Digest)>> =
+                    static SCRATCH: std::cell::Cell<Vec<(CompactString, Sha256Digest)>> =
                         const { std::cell::Cell::new(Vec::new()) };
                 }
                 super::collect_exact(&SCRATCH, |scratch| {
-                    while let Some(key) = map.next_key::<String>()? {
+                    while let Some(key) = map.next_key_seed(KeySeed)? {
                         let Err(at) = position(scratch, &key) else {
                             return Err(serde::de::Error::custom(format_args!(
                                 "duplicate key `{key}`"
                             )));
                         };
                         let digest = map.next_value()?;
-                        scratch.insert(at, (key.into(), digest));
+                        scratch.insert(at, (key, digest));
                     }
                     Ok(())
                 })
@@ -247,6 +249,29 @@ impl<'de> Deserialize<'de> for DigestMap {
             }
         }
         deserializer.deserialize_map(Visitor)
+    }
+}
+
+/// Reads a key where it lies (a short one is kept inline, without an allocation).
+struct KeySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed {
+    type Value = CompactString;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<CompactString, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for KeySeed {
+    type Value = CompactString;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<CompactString, E> {
+        Ok(CompactString::from(s))
     }
 }
 

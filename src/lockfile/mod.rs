@@ -13,6 +13,7 @@ mod write;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -157,16 +158,16 @@ pub struct Entry<I> {
     #[serde(deserialize_with = "crate::canonical::strict_value")]
     pub capabilities: Value,
     /// Full tool definitions, sorted by `name`.
-    #[serde(deserialize_with = "locked_items")]
+    #[serde(deserialize_with = "locked_tools")]
     pub tools: Vec<I>,
     /// Full prompt definitions, sorted by `name`.
-    #[serde(deserialize_with = "locked_items")]
+    #[serde(deserialize_with = "locked_prompts")]
     pub prompts: Vec<I>,
     /// Full resource definitions, sorted by `uri`.
-    #[serde(deserialize_with = "locked_items")]
+    #[serde(deserialize_with = "locked_resources")]
     pub resources: Vec<I>,
     /// Full resource template definitions, sorted by `uriTemplate`.
-    #[serde(deserialize_with = "locked_items")]
+    #[serde(deserialize_with = "locked_templates")]
     pub resource_templates: Vec<I>,
     /// Written by people, never by servers; not covered by digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -625,8 +626,8 @@ impl<I> Entry<I> {
     }
 
     /// The same entry with each item turned into another form.
-    pub fn map_items<J>(self, f: impl Fn(I) -> J) -> Entry<J> {
-        let all = |items: Vec<I>| items.into_iter().map(&f).collect();
+    pub fn map_items<J>(self, f: impl Fn(Kind, I) -> J) -> Entry<J> {
+        let all = |kind, items: Vec<I>| items.into_iter().map(|i| f(kind, i)).collect();
         Entry {
             command: self.command,
             env_passthrough: self.env_passthrough,
@@ -635,10 +636,10 @@ impl<I> Entry<I> {
             server_info: self.server_info,
             instructions: self.instructions,
             capabilities: self.capabilities,
-            tools: all(self.tools),
-            prompts: all(self.prompts),
-            resources: all(self.resources),
-            resource_templates: all(self.resource_templates),
+            tools: all(Kind::Tool, self.tools),
+            prompts: all(Kind::Prompt, self.prompts),
+            resources: all(Kind::Resource, self.resources),
+            resource_templates: all(Kind::ResourceTemplate, self.resource_templates),
             policy: self.policy,
             digests: self.digests,
         }
@@ -730,8 +731,11 @@ impl ServerEntry {
 
 /// How an entry holds its items, as far as reading and checking the file needs.
 pub trait LockedItem: Sized {
-    /// Reads a list of items (strict: no duplicate key anywhere).
-    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error>;
+    /// Reads a list of items of `kind` (strict: no duplicate key anywhere).
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(
+        d: D,
+        kind: Kind,
+    ) -> Result<Vec<Self>, D::Error>;
     /// The item's key (`name`, `uri` or `uriTemplate` for `kind`) if it is a string.
     fn key(&self, kind: Kind) -> Option<&str>;
     /// Whether the item is a JSON object.
@@ -740,12 +744,33 @@ pub trait LockedItem: Sized {
     fn digest(&self) -> Sha256Digest;
 }
 
-fn locked_items<'de, D: serde::Deserializer<'de>, I: LockedItem>(d: D) -> Result<Vec<I>, D::Error> {
-    I::deserialize_items(d)
+fn locked_tools<'de, D: serde::Deserializer<'de>, I: LockedItem>(d: D) -> Result<Vec<I>, D::Error> {
+    I::deserialize_items(d, Kind::Tool)
+}
+
+fn locked_prompts<'de, D: serde::Deserializer<'de>, I: LockedItem>(
+    d: D,
+) -> Result<Vec<I>, D::Error> {
+    I::deserialize_items(d, Kind::Prompt)
+}
+
+fn locked_resources<'de, D: serde::Deserializer<'de>, I: LockedItem>(
+    d: D,
+) -> Result<Vec<I>, D::Error> {
+    I::deserialize_items(d, Kind::Resource)
+}
+
+fn locked_templates<'de, D: serde::Deserializer<'de>, I: LockedItem>(
+    d: D,
+) -> Result<Vec<I>, D::Error> {
+    I::deserialize_items(d, Kind::ResourceTemplate)
 }
 
 impl LockedItem for Value {
-    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(
+        d: D,
+        _kind: Kind,
+    ) -> Result<Vec<Self>, D::Error> {
         crate::canonical::strict_values(d)
     }
 
@@ -763,39 +788,40 @@ impl LockedItem for Value {
 }
 
 /// What `show` needs of a locked item, read without building the item's tree: its key, its
-/// annotations and its digest, computed from the text as it is read.
+/// annotations and its digest, computed from the text as it is read. Small, since a lockfile
+/// holds thousands: a short key is kept inline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemSummary {
     digest: Sha256Digest,
+    /// The list it was read from, which says which member is its key.
+    kind: Kind,
     is_object: bool,
-    /// `name`, `uri` and `uriTemplate`, where they are strings.
-    keys: [Option<Box<str>>; 3],
+    /// The key member (`name`, `uri` or `uriTemplate`), where it is a string.
+    key: Option<CompactString>,
     annotations: Option<Box<Value>>,
 }
 
 impl ItemSummary {
-    /// The members kept: the three key fields, then `annotations`.
-    const KEPT: [&'static str; 4] = ["name", "uri", "uriTemplate", "annotations"];
-
-    /// The summary of a full definition.
-    pub fn of(item: &Value) -> Self {
+    /// The summary of a full definition from the list of `kind`.
+    pub fn of(kind: Kind, item: &Value) -> Self {
         Self::new(
+            kind,
             Sha256Digest::of_json(item),
             item.is_object(),
-            Self::KEPT.map(|k| item.get(k).cloned()),
+            [kind.key_field(), "annotations"].map(|k| item.get(k).cloned()),
         )
     }
 
-    fn new(digest: Sha256Digest, is_object: bool, kept: [Option<Value>; 4]) -> Self {
-        let [name, uri, template, annotations] = kept;
-        let key = |v: Option<Value>| match v {
-            Some(Value::String(s)) => Some(s.into_boxed_str()),
-            _ => None,
-        };
+    fn new(kind: Kind, digest: Sha256Digest, is_object: bool, kept: [Option<Value>; 2]) -> Self {
+        let [key, annotations] = kept;
         Self {
             digest,
+            kind,
             is_object,
-            keys: [key(name), key(uri), key(template)],
+            key: match key {
+                Some(Value::String(s)) => Some(CompactString::from(s)),
+                _ => None,
+            },
             annotations: annotations.map(Box::new),
         }
     }
@@ -806,11 +832,23 @@ impl ItemSummary {
     }
 }
 
-impl<'de> Deserialize<'de> for ItemSummary {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut kept = [None, None, None, None];
-        let (digest, is_object) = crate::canonical::digest_deserialize(d, &Self::KEPT, &mut kept)?;
-        Ok(Self::new(Sha256Digest::from_array(digest), is_object, kept))
+/// Reads one [`ItemSummary`] of a list of `kind`.
+struct SummarySeed(Kind);
+
+impl<'de> serde::de::DeserializeSeed<'de> for SummarySeed {
+    type Value = ItemSummary;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ItemSummary, D::Error> {
+        let kind = self.0;
+        let mut kept = [None, None];
+        let (digest, is_object) =
+            crate::canonical::digest_deserialize(d, &[kind.key_field(), "annotations"], &mut kept)?;
+        Ok(ItemSummary::new(
+            kind,
+            Sha256Digest::from_array(digest),
+            is_object,
+            kept,
+        ))
     }
 }
 
@@ -837,8 +875,11 @@ fn collect_exact<T: 'static, E>(
 
 impl LockedItem for ItemSummary {
     /// Reads the list with `collect_exact`.
-    fn deserialize_items<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Self>, D::Error> {
-        struct Items;
+    fn deserialize_items<'de, D: serde::Deserializer<'de>>(
+        d: D,
+        kind: Kind,
+    ) -> Result<Vec<Self>, D::Error> {
+        struct Items(Kind);
         impl<'de> serde::de::Visitor<'de> for Items {
             type Value = Vec<ItemSummary>;
 
@@ -855,23 +896,22 @@ impl LockedItem for ItemSummary {
                         const { std::cell::Cell::new(Vec::new()) };
                 }
                 collect_exact(&SCRATCH, |scratch| {
-                    while let Some(item) = seq.next_element()? {
+                    while let Some(item) = seq.next_element_seed(SummarySeed(self.0))? {
                         scratch.push(item);
                     }
                     Ok(())
                 })
             }
         }
-        d.deserialize_seq(Items)
+        d.deserialize_seq(Items(kind))
     }
 
     fn key(&self, kind: Kind) -> Option<&str> {
-        let i = match kind {
-            Kind::Tool | Kind::Prompt => 0,
-            Kind::Resource => 1,
-            Kind::ResourceTemplate => 2,
-        };
-        self.keys[i].as_deref()
+        if kind.key_field() == self.kind.key_field() {
+            self.key.as_deref()
+        } else {
+            None
+        }
     }
 
     fn is_object(&self) -> bool {

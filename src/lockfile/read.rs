@@ -231,7 +231,7 @@ pub fn load_summary(path: &Path) -> Result<Lockfile<ItemSummary>> {
         servers: lock
             .servers
             .into_iter()
-            .map(|(name, e)| (name, e.map_items(|i| ItemSummary::of(&i))))
+            .map(|(name, e)| (name, e.map_items(|kind, i| ItemSummary::of(kind, &i))))
             .collect(),
     })
 }
@@ -633,7 +633,12 @@ mod tests {
                 let summarized: BTreeMap<_, _> = a
                     .servers
                     .iter()
-                    .map(|(n, e)| (n.clone(), e.clone().map_items(|i| ItemSummary::of(&i))))
+                    .map(|(n, e)| {
+                        (
+                            n.clone(),
+                            e.clone().map_items(|kind, i| ItemSummary::of(kind, &i)),
+                        )
+                    })
                     .collect();
                 assert_eq!(servers, summarized);
                 assert_eq!(a, b);
