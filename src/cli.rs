@@ -384,6 +384,20 @@ mod tests {
         }
     }
 
+    /// A built tree has every subcommand's deferred arguments, under the subcommand's own
+    /// description.
+    #[test]
+    fn deferred_arguments_are_in_the_built_tree() {
+        let mut built = Cli::command();
+        built.build();
+        let show = built.find_subcommand("show").unwrap();
+        assert!(show.get_arguments().any(|a| a.get_id() == "json"));
+        assert_eq!(
+            show.get_about().map(ToString::to_string).as_deref(),
+            Some("Show what the lockfile pins")
+        );
+    }
+
     #[test]
     fn every_example_parses() {
         let mut texts = Vec::new();
