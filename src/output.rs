@@ -141,13 +141,51 @@ fn end_if_stdout_closed(result: std::io::Result<()>) {
 /// stdout rather than into one string first (a 230 KB document: 0.9 ms less). JSON text has no
 /// control characters (`serde_json` escapes them), so there is nothing for `anstream` to strip.
 /// A closed pipe ends the run quietly, as with [`stdout`].
+///
+/// On a terminal the characters [`sanitize`] escapes (DEL, C1 controls, bidirectional
+/// overrides), which `serde_json` writes as they are, are written as `\uXXXX` escapes instead
+/// ([`terminal_json`]): the same JSON, which cannot reorder or hide what a reviewer reads.
 pub fn stdout_json<T: serde::Serialize>(doc: &T) {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
+        text.push('\n');
+        let safe = terminal_json(&text);
+        let mut out = std::io::stdout().lock();
+        end_if_stdout_closed(out.write_all(safe.as_bytes()).and_then(|()| out.flush()));
+        return;
+    }
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let result = serde_json::to_writer_pretty(&mut out, doc)
         .map_err(std::io::Error::from)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
     end_if_stdout_closed(result);
+}
+
+/// JSON text made safe for a terminal and equal as JSON. In valid JSON, the characters that
+/// [`sanitize`] escapes can only be inside strings (where they become `\uXXXX` escapes) or be
+/// whitespace between tokens (where a tab or carriage return becomes a space; a newline stays).
+pub fn terminal_json(text: &str) -> std::borrow::Cow<'_, str> {
+    if sanitize(text) == text && !text.contains(['\t', '\r']) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        let mut one = [0; 4];
+        let one = c.encode_utf8(&mut one);
+        if matches!(c, '\t' | '\r') {
+            out.push(' ');
+        } else if c != '\n' && sanitize(one) != *one {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Whether stdout's reader has gone (a closed pipe, a hung-up terminal), checked without
@@ -264,4 +302,25 @@ pub fn ellipsize(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_json;
+    use serde_json::Value;
+    use std::borrow::Cow;
+
+    #[test]
+    fn terminal_json_escapes_inside_strings_and_keeps_the_value() {
+        let line = "{\"reason\":\"a\u{202e}b\u{9b}c\u{7f}\",\t\"x\":1}";
+        let safe = terminal_json(line);
+        assert_eq!(safe, "{\"reason\":\"a\\u202eb\\u009bc\\u007f\", \"x\":1}");
+        let a: Value = serde_json::from_str(line).unwrap();
+        let b: Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(a, b);
+        assert!(matches!(terminal_json("{\"a\":\"é\"}"), Cow::Borrowed(_)));
+        // Pretty JSON keeps its lines.
+        let pretty = "{\n  \"a\": \"\u{2066}x\"\n}\n";
+        assert_eq!(terminal_json(pretty), "{\n  \"a\": \"\\u2066x\"\n}\n");
+    }
 }

@@ -485,7 +485,7 @@ impl View {
             // It parsed as JSON, so it is UTF-8.
             let text = String::from_utf8_lossy(line);
             if self.terminal {
-                self.out.push_str(&terminal_json(&text));
+                self.out.push_str(&output::terminal_json(&text));
             } else {
                 self.out.push_str(&text);
             }
@@ -516,31 +516,6 @@ impl View {
             self.out.clear();
         }
     }
-}
-
-/// A JSON line safe for a terminal and equal as JSON: characters [`output::sanitize`] would
-/// escape can only sit inside strings in valid JSON (where they become `\uXXXX`) or be
-/// whitespace between tokens (where they become a space).
-fn terminal_json(text: &str) -> Cow<'_, str> {
-    if output::sanitize(text) == text && !text.contains(['\n', '\t']) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        let mut one = [0; 4];
-        let one = c.encode_utf8(&mut one);
-        if matches!(c, '\t' | '\n' | '\r') {
-            out.push(' ');
-        } else if output::sanitize(one) != *one {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// One table row.
@@ -829,17 +804,6 @@ mod tests {
         ] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn terminal_json_escapes_inside_strings_and_keeps_the_value() {
-        let line = "{\"reason\":\"a\u{202e}b\u{9b}c\u{7f}\",\t\"x\":1}";
-        let safe = terminal_json(line);
-        assert_eq!(safe, "{\"reason\":\"a\\u202eb\\u009bc\\u007f\", \"x\":1}");
-        let a: Value = serde_json::from_str(line).unwrap();
-        let b: Value = serde_json::from_str(&safe).unwrap();
-        assert_eq!(a, b);
-        assert!(matches!(terminal_json("{\"a\":\"é\"}"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -160,7 +160,12 @@ impl World {
 
     /// Like [`World::cmd`] but without `--lockfile`, to test how the lockfile is found.
     pub fn bare_cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
+        self.command_in(env!("CARGO_BIN_EXE_mcpsum"))
+    }
+
+    /// `program` in this world: its directory, its state directory and a clean environment.
+    pub fn command_in(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
         c.env_clear()
             .env("PATH", child_path())
             .env("HOME", self.path().join("home"))
