@@ -32,69 +32,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// A subcommand's arguments, added to the command tree only when that subcommand is the one
-/// being parsed (`Command::defer`). Every run would otherwise build every
-/// command's arguments first, which costs a short command such as `show` a tenth of its time.
-/// Help, completions and the man page build the whole tree, so they see everything. Commands
-/// with subcommands of their own stay eager: `mcpsum help` mirrors those when the root is built.
-#[derive(Debug)]
-pub struct Lazy<T>(pub T);
-
-impl<T> std::ops::Deref for Lazy<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T: clap::FromArgMatches> clap::FromArgMatches for Lazy<T> {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches(matches).map(Self)
-    }
-
-    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
-        T::from_arg_matches_mut(matches).map(Self)
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches(matches)
-    }
-
-    fn update_from_arg_matches_mut(
-        &mut self,
-        matches: &mut clap::ArgMatches,
-    ) -> Result<(), clap::Error> {
-        self.0.update_from_arg_matches_mut(matches)
-    }
-}
-
-/// Runs `augment` on `cmd` and keeps `cmd`'s own descriptions. Eagerly, the type's doc comment
-/// is applied first and the subcommand's own (on its variant) after it; deferred, the order is
-/// reversed, so the subcommand's are put back.
-fn keeping_about(cmd: clap::Command, augment: fn(clap::Command) -> clap::Command) -> clap::Command {
-    use clap::builder::Resettable;
-    let kept = |text: Option<&clap::builder::StyledStr>| {
-        text.cloned().map_or(Resettable::Reset, Resettable::Value)
-    };
-    let (about, long_about) = (kept(cmd.get_about()), kept(cmd.get_long_about()));
-    augment(cmd).about(about).long_about(long_about)
-}
-
-impl<T: Args> Args for Lazy<T> {
-    fn group_id() -> Option<clap::Id> {
-        T::group_id()
-    }
-
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        cmd.defer(|cmd| keeping_about(cmd, T::augment_args))
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        cmd.defer(|cmd| keeping_about(cmd, T::augment_args_for_update))
-    }
-}
-
 /// `--color`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Color {
@@ -113,31 +50,31 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
-    Lock(Lazy<LockArgs>),
+    Lock(LockArgs),
     /// Compare each server's live surface with the lockfile.
     #[command(
         after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify; the same in every --format.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json\n  mcpsum verify --format github                 # annotations in a GitHub Actions job\n  mcpsum verify --format sarif > mcpsum.sarif   # for code scanning"
     )]
-    Verify(Lazy<VerifyArgs>),
+    Verify(VerifyArgs),
     /// Show what the lockfile pins.
     #[command(after_help = "Examples:\n  mcpsum show\n  mcpsum show --name time --json")]
-    Show(Lazy<ShowArgs>),
+    Show(ShowArgs),
     /// Run a locked server behind mcpsum: put this in the client's config instead of the server.
     #[command(
         after_help = "Examples:\n  mcpsum proxy --name time --lockfile /abs/path/mcp.lock\n\nClient config:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
-    Proxy(Lazy<ProxyArgs>),
+    Proxy(ProxyArgs),
     /// Print taint labels for a server from its locked annotations, for review.
     #[command(
         after_help = "Examples:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
     )]
-    SuggestPolicy(Lazy<SuggestArgs>),
+    SuggestPolicy(SuggestArgs),
     /// Lock the MCP servers your clients already run and route them through mcpsum.
     #[command(
         long_about = "Lock the MCP servers your clients already run and route them through mcpsum.\n\nReads the MCP configs of Claude Desktop, Claude Code, Cursor, VS Code, Codex and Windsurf (in the\ncurrent directory and in your home directory), lists every server, locks each stdio server as `mcpsum lock` would, and\nshows the change that would run it as `mcpsum proxy --name NAME --lockfile ABS_PATH`. Only the\nnames of environment variables are read, never their values. Remote (HTTP, SSE) servers are\nlisted and left as they are.\n\nWithout `--write` no client config is changed. With `--write` each config is rewritten in place: only the `command` and\n`args` values change; a backup is kept beside the file, and `--undo` restores it.",
         after_help = "Examples:\n  mcpsum import                                  # lock the servers, show the config change\n  mcpsum import --from cursor                    # only Cursor's configs\n  mcpsum import --from ./.vscode/mcp.json        # one file\n  mcpsum import --env PATH --env HOME --write    # npx/uvx servers need PATH and HOME\n  mcpsum import --undo                           # put the files back as they were"
     )]
-    Import(Lazy<ImportArgs>),
+    Import(ImportArgs),
     /// Client sessions and their taint.
     #[command(
         subcommand,
@@ -154,17 +91,17 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  mcpsum completions bash > ~/.local/share/bash-completion/completions/mcpsum\n  mcpsum completions zsh > ~/.zfunc/_mcpsum     # with `fpath+=~/.zfunc` before `compinit`\n  mcpsum completions fish > ~/.config/fish/completions/mcpsum.fish"
     )]
-    Completions(Lazy<CompletionsArgs>),
+    Completions(CompletionsArgs),
     /// Print the man page, or write one page per command into a directory.
     #[command(
         after_help = "Examples:\n  mcpsum man | man -l -\n  mcpsum man --out /usr/local/share/man/man1"
     )]
-    Man(Lazy<ManArgs>),
+    Man(ManArgs),
     /// Show the audit log: calls, refusals, approvals, drift, egress, starts and exits.
     #[command(
         after_help = "The log is `audit.jsonl` in the state directory (`$MCPSUM_STATE_DIR`, else\n`$XDG_STATE_HOME/mcpsum`, else `~/.local/state/mcpsum`). Times are UTC.\n\nExamples:\n  mcpsum audit --since 2h\n  mcpsum audit --server time --follow\n  mcpsum audit --session 4242-123456 --json | jq .event"
     )]
-    Audit(Lazy<AuditArgs>),
+    Audit(AuditArgs),
 }
 
 /// `mcpsum completions`.
@@ -382,20 +319,6 @@ mod tests {
         for sub in cmd.get_subcommands() {
             all_after_help(sub, out);
         }
-    }
-
-    /// A built tree has every subcommand's deferred arguments, under the subcommand's own
-    /// description.
-    #[test]
-    fn deferred_arguments_are_in_the_built_tree() {
-        let mut built = Cli::command();
-        built.build();
-        let show = built.find_subcommand("show").unwrap();
-        assert!(show.get_arguments().any(|a| a.get_id() == "json"));
-        assert_eq!(
-            show.get_about().map(ToString::to_string).as_deref(),
-            Some("Show what the lockfile pins")
-        );
     }
 
     #[test]

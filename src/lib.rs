@@ -29,16 +29,14 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Show(a) => commands::show::run(lockfile, a),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
         cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
-        cli::Command::Taint(t) => match t {
-            cli::TaintCommand::List { json } => commands::taint::list(*json),
-            cli::TaintCommand::Reset { session, all } => {
-                commands::taint::reset(session.as_deref(), *all)
-            }
-        },
+        cli::Command::Taint(cli::TaintCommand::List { json }) => commands::taint::list(*json),
+        cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
+            commands::taint::reset(session.as_deref(), *all)
+        }
         cli::Command::Audit(a) => commands::audit::run(a).await,
-        cli::Command::Sandbox(s) => match s {
-            cli::SandboxCommand::Test(a) => commands::sandbox::run(lockfile, a).await,
-        },
+        cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
+            commands::sandbox::run(lockfile, a).await
+        }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
         cli::Command::Proxy(a) => {
