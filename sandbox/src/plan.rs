@@ -638,6 +638,12 @@ pub const CLONE_NEW_FLAGS: &[u64] = &[
 const AF_UNIX: u64 = 1;
 const AF_INET: u64 = 2;
 const AF_INET6: u64 = 10;
+const SOCK_STREAM: u64 = 1;
+const SOCK_NONBLOCK: u64 = 0o4000;
+const SOCK_CLOEXEC: u64 = 0o2_000_000;
+const S_ISUID: u64 = 0o4000;
+const S_ISGID: u64 = 0o2000;
+const S_IWOTH: u64 = 0o2;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 
@@ -695,10 +701,87 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32) -> SeccompTable {
         "iopl",
         "ioperm",
         "uselib",
+        // Metadata of files anywhere: Landlock (below ABI 13) governs opening, creating and
+        // removing files, not their owner or extended attributes. As root a server could give
+        // a file file capabilities (`security.capability`) or another owner.
+        "chown",
+        "fchown",
+        "lchown",
+        "fchownat",
+        "setxattr",
+        "lsetxattr",
+        "fsetxattr",
+        "setxattrat",
+        "removexattr",
+        "lremovexattr",
+        "fremovexattr",
+        "removexattrat",
+        // System V IPC and POSIX message queues: host objects no namespace separates here.
+        "shmget",
+        "shmat",
+        "shmctl",
+        "msgget",
+        "msgsnd",
+        "msgrcv",
+        "msgctl",
+        "semget",
+        "semop",
+        "semtimedop",
+        "semctl",
+        "mq_open",
+        "mq_unlink",
+        "mq_timedsend",
+        "mq_timedreceive",
+        "mq_notify",
+        "mq_getsetattr",
+        // Another process's memory placement.
+        "process_madvise",
     ]
     .into_iter()
     .map(rule)
     .collect();
+    // Other processes' limits, priorities and scheduling (Landlock does not scope these): a
+    // server could take its guard's file descriptors away (RLIMIT_NOFILE 0) and outlive it.
+    // Each call is allowed on the calling process only (pid or `who` 0).
+    for (name, pid_arg) in [
+        ("prlimit64", 0),
+        ("sched_setaffinity", 0),
+        ("sched_setscheduler", 0),
+        ("sched_setparam", 0),
+        ("sched_setattr", 0),
+        ("migrate_pages", 0),
+        ("move_pages", 0),
+    ] {
+        eperm.push(SyscallRule {
+            syscall: name.into(),
+            any_of: vec![vec![ArgCmp::Ne(pid_arg, 0)]],
+        });
+    }
+    for name in ["setpriority", "ioprio_set"] {
+        // (which, who): only `who` 0 of the process kind (`PRIO_PROCESS` 0,
+        // `IOPRIO_WHO_PROCESS` 1) is the caller itself.
+        let process = if name == "setpriority" { 0 } else { 1 };
+        eperm.push(SyscallRule {
+            syscall: name.into(),
+            any_of: vec![vec![ArgCmp::Ne(0, process)], vec![ArgCmp::Ne(1, 0)]],
+        });
+    }
+    // Modes that hand a file to others: set-user-ID, set-group-ID, writable by anyone. A
+    // server's own files need none of these, and a root server could plant a setuid binary.
+    for (name, mode_arg) in [
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("fchmodat", 2),
+        ("fchmodat2", 2),
+    ] {
+        eperm.push(SyscallRule {
+            syscall: name.into(),
+            any_of: [S_ISUID, S_ISGID, S_IWOTH]
+                .iter()
+                .map(|bit| vec![ArgCmp::HasBits(mode_arg, *bit)])
+                .collect(),
+        });
+    }
     eperm.push(SyscallRule {
         syscall: "clone".into(),
         any_of: CLONE_NEW_FLAGS
@@ -726,9 +809,17 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32) -> SeccompTable {
             any_of: vec![vec![ArgCmp::Ne(0, AF_INET), ArgCmp::Ne(0, AF_INET6)]],
         },
     });
+    // Only connected stream pairs: a datagram socket of a pair can be bound in `${TMP}` and
+    // send to any pathname datagram socket of the host (Landlock below ABI 9 does not check).
     eperm.push(SyscallRule {
         syscall: "socketpair".into(),
-        any_of: vec![vec![ArgCmp::Ne(0, AF_UNIX)]],
+        any_of: vec![
+            vec![ArgCmp::Ne(0, AF_UNIX)],
+            [0, SOCK_NONBLOCK, SOCK_CLOEXEC, SOCK_NONBLOCK | SOCK_CLOEXEC]
+                .iter()
+                .map(|flags| ArgCmp::Ne(1, SOCK_STREAM | flags))
+                .collect(),
+        ],
     });
     if abi < 3 {
         eperm.push(rule("truncate"));
@@ -961,8 +1052,24 @@ mod tests {
         for t in [&none, &egress] {
             assert_eq!(
                 find(t, "socketpair").unwrap().any_of,
-                vec![vec![ArgCmp::Ne(0, 1)]]
+                vec![
+                    vec![ArgCmp::Ne(0, 1)],
+                    vec![
+                        ArgCmp::Ne(1, 1),
+                        ArgCmp::Ne(1, 0o4001),
+                        ArgCmp::Ne(1, 0o2_000_001),
+                        ArgCmp::Ne(1, 0o2_004_001)
+                    ]
+                ]
             );
+            assert_eq!(
+                find(t, "prlimit64").unwrap().any_of,
+                vec![vec![ArgCmp::Ne(0, 0)]]
+            );
+            assert_eq!(find(t, "fchmodat").unwrap().any_of.len(), 3);
+            for n in ["fchownat", "setxattr", "setxattrat", "shmget", "mq_open"] {
+                assert_eq!(find(t, n), Some(rule(n)), "{n}");
+            }
             assert_eq!(t.enosys, vec![rule("clone3")]);
             for n in [
                 "ptrace",

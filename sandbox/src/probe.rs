@@ -207,6 +207,43 @@ fn run(op: &ProbeOp) -> Outcome {
     }
 }
 
+fn metadata(check: &str) -> Outcome {
+    use nix::sys::stat::{FchmodatFlags, Mode, fchmodat};
+    let Some(dir) = std::env::var_os("TMPDIR") else {
+        return Outcome::Failed("TMPDIR not set".into());
+    };
+    let file = PathBuf::from(dir).join(format!("probe-{}", check.replace(' ', "-")));
+    if let Err(e) = std::fs::write(&file, b"") {
+        return io(&e);
+    }
+    let r = match check {
+        "chmod setuid" => fchmodat(
+            nix::fcntl::AT_FDCWD,
+            &file,
+            Mode::from_bits_truncate(0o4700),
+            FchmodatFlags::FollowSymlink,
+        ),
+        "chmod world-writable" => fchmodat(
+            nix::fcntl::AT_FDCWD,
+            &file,
+            Mode::from_bits_truncate(0o666),
+            FchmodatFlags::FollowSymlink,
+        ),
+        _ => nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &file,
+            None,
+            None,
+            nix::fcntl::AtFlags::empty(),
+        ),
+    };
+    let _ = std::fs::remove_file(&file);
+    match r {
+        Ok(()) => Outcome::Ok,
+        Err(e) => errno(e),
+    }
+}
+
 fn socket(family: i32) -> Outcome {
     let ty = if family == libc::AF_PACKET || family == libc::AF_NETLINK {
         libc::SOCK_DGRAM
@@ -293,6 +330,41 @@ fn syscall(name: &str) -> Outcome {
         "personality" => scalar_syscall(libc::SYS_personality, [0x0040_0000, 0, 0, 0]),
         #[cfg(target_arch = "x86_64")]
         "x32" => scalar_syscall(0x4000_0000 | libc::SYS_getpid, [0, 0, 0, 0]),
+        // The parent's open-file limit, read only (no new limit given).
+        "prlimit parent" => scalar_syscall(
+            libc::SYS_prlimit64,
+            [
+                libc::c_long::from(nix::unistd::getppid().as_raw()),
+                libc::c_long::from(libc::RLIMIT_NOFILE),
+                0,
+                0,
+            ],
+        ),
+        // The parent's priority, set to what it is (the raw call returns 20 - nice).
+        "setpriority parent" => {
+            let ppid = libc::c_long::from(nix::unistd::getppid().as_raw());
+            let prio = libc::c_long::from(libc::PRIO_PROCESS);
+            match scalar_syscall(libc::SYS_getpriority, [prio, ppid, 0, 0]) {
+                Ok(raw) => scalar_syscall(libc::SYS_setpriority, [prio, ppid, 20 - raw, 0]),
+                Err(e) => Err(e),
+            }
+        }
+        // An ID lookup that finds nothing where IPC is allowed.
+        "shmget" => scalar_syscall(libc::SYS_shmget, [0x6d63_7073, 0, 0, 0]),
+        "socketpair dgram" => {
+            use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+            return match socketpair(
+                AddressFamily::Unix,
+                SockType::Datagram,
+                None,
+                SockFlag::empty(),
+            ) {
+                Ok(_) => Outcome::Ok,
+                Err(e) => errno(e),
+            };
+        }
+        // Metadata changes on a file of the probe's own, in `${TMP}`.
+        "chmod setuid" | "chmod world-writable" | "chown" => return metadata(name),
         other => return Outcome::Failed(format!("unknown check {other}")),
     };
     match r {

@@ -476,6 +476,13 @@ fn build_checks(
         "perf_event_open",
         "io_uring_setup",
         "personality",
+        "prlimit parent",
+        "setpriority parent",
+        "chmod setuid",
+        "chmod world-writable",
+        "chown",
+        "shmget",
+        "socketpair dgram",
     ] {
         c.push((
             name.into(),

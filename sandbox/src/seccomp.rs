@@ -143,14 +143,37 @@ mod sysno {
         SYS_umount2 as umount2, SYS_unshare as unshare, SYS_userfaultfd as userfaultfd,
         SYS_vhangup as vhangup,
     };
+    pub(super) use libc::{
+        SYS_fchmod as fchmod, SYS_fchmodat as fchmodat, SYS_fchmodat2 as fchmodat2,
+        SYS_fchown as fchown, SYS_fchownat as fchownat, SYS_fremovexattr as fremovexattr,
+        SYS_fsetxattr as fsetxattr, SYS_ioprio_set as ioprio_set, SYS_lremovexattr as lremovexattr,
+        SYS_lsetxattr as lsetxattr, SYS_migrate_pages as migrate_pages,
+        SYS_move_pages as move_pages, SYS_mq_getsetattr as mq_getsetattr,
+        SYS_mq_notify as mq_notify, SYS_mq_open as mq_open, SYS_mq_timedreceive as mq_timedreceive,
+        SYS_mq_timedsend as mq_timedsend, SYS_mq_unlink as mq_unlink, SYS_msgctl as msgctl,
+        SYS_msgget as msgget, SYS_msgrcv as msgrcv, SYS_msgsnd as msgsnd,
+        SYS_prlimit64 as prlimit64, SYS_process_madvise as process_madvise,
+        SYS_removexattr as removexattr, SYS_sched_setaffinity as sched_setaffinity,
+        SYS_sched_setattr as sched_setattr, SYS_sched_setparam as sched_setparam,
+        SYS_sched_setscheduler as sched_setscheduler, SYS_semctl as semctl, SYS_semget as semget,
+        SYS_semop as semop, SYS_semtimedop as semtimedop, SYS_setpriority as setpriority,
+        SYS_setxattr as setxattr, SYS_shmat as shmat, SYS_shmctl as shmctl, SYS_shmget as shmget,
+    };
+    /// Linux 6.13; one number on every architecture (new calls share the generic table), not
+    /// yet in `libc`.
+    pub(super) const setxattrat: libc::c_long = 463;
+    pub(super) const removexattrat: libc::c_long = 466;
     #[cfg(target_arch = "x86_64")]
-    pub(super) use libc::{SYS_ioperm as ioperm, SYS_iopl as iopl, SYS_uselib as uselib};
+    pub(super) use libc::{
+        SYS_chmod as chmod, SYS_chown as chown, SYS_ioperm as ioperm, SYS_iopl as iopl,
+        SYS_lchown as lchown, SYS_uselib as uselib,
+    };
 }
 
 /// The syscall number of `name` on this architecture.
 pub(crate) fn syscall_number(name: &str) -> Option<i64> {
     #[cfg(target_arch = "x86_64")]
-    if let Some(n) = numbers!(name; ioperm, iopl, uselib) {
+    if let Some(n) = numbers!(name; chmod, chown, ioperm, iopl, lchown, uselib) {
         return Some(n);
     }
     numbers!(name;
@@ -160,7 +183,12 @@ pub(crate) fn syscall_number(name: &str) -> Option<i64> {
         move_mount, name_to_handle_at, open_by_handle_at, open_tree, perf_event_open, personality,
         pidfd_getfd, pivot_root, process_vm_readv, process_vm_writev, ptrace, quotactl, reboot,
         request_key, setns, socket, socketpair, swapoff, swapon, syslog, truncate, umount2,
-        unshare, userfaultfd, vhangup,
+        unshare, userfaultfd, vhangup, fchmod, fchmodat, fchmodat2, fchown, fchownat,
+        fremovexattr, fsetxattr, ioprio_set, lremovexattr, lsetxattr, migrate_pages, move_pages,
+        mq_getsetattr, mq_notify, mq_open, mq_timedreceive, mq_timedsend, mq_unlink, msgctl,
+        msgget, msgrcv, msgsnd, prlimit64, process_madvise, removexattr, removexattrat,
+        sched_setaffinity, sched_setattr, sched_setparam, sched_setscheduler, semctl, semget,
+        semop, semtimedop, setpriority, setxattr, setxattrat, shmat, shmctl, shmget,
     )
 }
 

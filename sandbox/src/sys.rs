@@ -105,8 +105,9 @@ pub(crate) fn inherit_fd_in_child(cmd: &mut Command, fd: RawFd) {
 /// cannot write into this process.
 pub(crate) fn scalar_syscall(nr: libc::c_long, a: [libc::c_long; 4]) -> Result<libc::c_long, i32> {
     // SAFETY: every argument is a scalar or 0 (NULL); the syscalls the probe names (ptrace
-    // TRACEME, bpf/perf/io_uring/clone3 with NULL attrs, keyctl GET_KEYRING_ID, x32 numbers)
-    // either fail with an errno or act only on the calling process.
+    // TRACEME, bpf/perf/io_uring/clone3 with NULL attrs, keyctl GET_KEYRING_ID, x32 numbers,
+    // prlimit64 with NULL limits, get/setpriority to the current value, shmget of a key without
+    // IPC_CREAT) either fail with an errno, act only on the calling process or change nothing.
     let rc = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3]) };
     if rc < 0 {
         Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))

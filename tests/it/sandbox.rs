@@ -727,9 +727,20 @@ fn escape_battery(allow_mode: bool) {
             "unshare_user",
             "mount_tmpfs",
             "chroot",
+            "rlimit_guard",
+            "setpriority_guard",
+            "chmod_world_writable",
+            "chmod_setuid",
+            "chown",
+            "setxattr",
+            "socketpair_dgram",
+            "sysv_shm",
+            "posix_mq",
         ] {
             refused(&res, key, &["EPERM", "EACCES"], &ctx);
         }
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&w.lockfile()), 0o644, "{ctx}: the lockfile's mode");
         let proxy_vars = [
             "ALL_PROXY",
             "HTTPS_PROXY",

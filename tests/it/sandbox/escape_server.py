@@ -21,6 +21,7 @@ import ctypes
 import errno
 import json
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -114,6 +115,21 @@ def escape(a):
     r["unshare_user"] = attempt(lambda: check(libc.unshare(0x10000000)))
     r["mount_tmpfs"] = attempt(lambda: check(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
     r["chroot"] = attempt(lambda: os.chroot("/"))
+    # Other processes' limits and priorities (the guard's open files at 0: it could not end
+    # the tree), metadata of files outside, host IPC objects.
+    r["rlimit_guard"] = attempt(lambda: resource.prlimit(ppid, resource.RLIMIT_NOFILE, (0, 0)))
+    r["setpriority_guard"] = attempt(
+        lambda: os.setpriority(os.PRIO_PROCESS, ppid, os.getpriority(os.PRIO_PROCESS, ppid))
+    )
+    r["chmod_world_writable"] = attempt(lambda: os.chmod(a["lockfile"], 0o666))
+    r["chmod_setuid"] = attempt(lambda: os.chmod(os.path.join(a["outside"], "secret.txt"), 0o4755))
+    r["chown"] = attempt(lambda: os.chown(a["lockfile"], -1, -1))
+    r["setxattr"] = attempt(lambda: os.setxattr(a["lockfile"], "user.mcpsum", b"x"))
+    r["socketpair_dgram"] = attempt(
+        lambda: [x.close() for x in socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)] and "made"
+    )
+    r["sysv_shm"] = attempt(lambda: check(libc.shmget(0, 4096, 0o1600)))
+    r["posix_mq"] = attempt(lambda: check(libc.mq_open(b"/mcpsum-escape", os.O_CREAT | os.O_RDWR, 0o600, None)))
     with open("/proc/self/environ", "rb") as f:
         r["env_names"] = sorted(
             kv.split(b"=", 1)[0].decode() for kv in f.read().split(b"\0") if kv
