@@ -36,6 +36,9 @@ pub(super) struct TaintGate {
     client_known: bool,
     /// The client's name and version, noted before the session's state was opened.
     client: Option<String>,
+    /// A taint this proxy saw but could not record in the session's state: it still counts
+    /// here (fail closed).
+    unrecorded: Option<TaintMark>,
 }
 
 /// A legacy client's sink call, held until the person answers.
@@ -71,6 +74,7 @@ impl TaintGate {
             next: 0,
             client_known: false,
             client: None,
+            unrecorded: None,
         })
     }
 
@@ -182,8 +186,8 @@ impl Proxy {
             return Gate::Forward(params);
         }
         let mark = match self.taint.store.as_mut().map(SessionStore::tainted) {
-            Some(Ok(m)) => m,
-            None => None,
+            Some(Ok(m)) => m.or_else(|| self.taint.unrecorded.clone()),
+            None => self.taint.unrecorded.clone(),
             Some(Err(e)) => {
                 // Fail closed: an unreadable state could hide a taint.
                 self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval"), modern).await;
@@ -371,6 +375,11 @@ impl Proxy {
                 "the person allowed the call",
                 &mark,
             );
+            if self.quarantine.is_some() {
+                // The server drifted while the person was deciding: the call goes nowhere.
+                self.refuse_quarantined(&held.client_id, &held.method).await;
+                return true;
+            }
             let retry = self.retry_for(&held.method, held.params.as_ref(), false);
             self.forward(
                 &held.client_id,
@@ -475,13 +484,14 @@ impl Proxy {
         let Some(store) = self.taint.store.as_mut() else {
             return;
         };
+        let mark = TaintMark {
+            server,
+            item: source,
+            ts: crate::audit::now_rfc3339(),
+        };
         let tainted_now = store.update(|s| {
             if s.taint.is_none() {
-                s.taint = Some(TaintMark {
-                    server,
-                    item: source.clone(),
-                    ts: crate::audit::now_rfc3339(),
-                });
+                s.taint = Some(mark.clone());
                 true
             } else {
                 false
@@ -490,7 +500,11 @@ impl Proxy {
         match tainted_now {
             Ok(true) => self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"})),
             Ok(false) => {}
-            Err(e) => output_warn(&format!("cannot record the taint of this session: {e}")),
+            Err(e) => {
+                output_warn(&format!("cannot record the taint of this session: {e}; this proxy asks for approval of its sinks from now on"));
+                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client (not recorded in the session state)"}));
+                self.taint.unrecorded.get_or_insert(mark);
+            }
         }
     }
 
@@ -513,6 +527,7 @@ impl Proxy {
             .store
             .as_mut()
             .and_then(|s| s.tainted().ok().flatten())
+            .or_else(|| self.taint.unrecorded.clone())
             .unwrap_or_else(|| TaintMark {
                 server: "?".into(),
                 item: "?".into(),

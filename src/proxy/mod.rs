@@ -148,6 +148,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         legacy_streams: Vec::new(),
         streams: IdMap::default(),
         rereads: BTreeMap::new(),
+        reread_timeout: opts.timeout,
         to_client: RefCell::new(to_client),
         to_server: RefCell::new(Outbox::new()),
         scan: Scan::default(),
@@ -289,7 +290,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 tokio::select! {
                     // Input first, polling last: a ready line never loses a draw to a turn.
                     biased;
-                    _ = tick.tick(), if proxy.taint.prompts_open() => Link::Tick,
+                    _ = tick.tick(), if proxy.taint.prompts_open() || !proxy.rereads.is_empty() => Link::Tick,
                     frame = client_in.next_frame(), if room => Link::Client(frame),
                     frame = server_in.next_frame(), if room => Link::Server(frame),
                     () = drain(&proxy.to_client), if client_busy => Link::Written,
@@ -313,7 +314,10 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 proxy.server_too_long(n, server_in.head()).await;
             }
             Link::Server(Ok(None) | Err(_)) => break End::ServerExited,
-            Link::Tick => proxy.expire_approvals().await,
+            Link::Tick => {
+                proxy.expire_approvals().await;
+                proxy.expire_rereads();
+            }
             Link::Written => {}
             // Gives the processor to a peer woken on this one (the wake-up just sent usually
             // lands here), so that polling never delays the peer it waits for.
@@ -581,6 +585,10 @@ struct Round {
 struct Reread {
     items: Vec<Value>,
     cursors: std::collections::HashSet<String>,
+    /// When it began: a server that does not finish it in time is quarantined.
+    started: Instant,
+    /// Another `list_changed` came while it ran (it may have read a page from before it).
+    again: bool,
 }
 
 struct Proxy {
@@ -611,6 +619,8 @@ struct Proxy {
     /// Server-side listen id → the client's listen id (2026-07-28 subscriptions).
     streams: IdMap<Value>,
     rereads: BTreeMap<Kind, Reread>,
+    /// How long a re-read may take before the server is quarantined (`--timeout-secs`).
+    reread_timeout: Duration,
     /// What waits to be written to the client and to the server.
     to_client: RefCell<Outbox>,
     to_server: RefCell<Outbox>,
@@ -1489,6 +1499,13 @@ impl Proxy {
                 .send_server(json!({"jsonrpc": "2.0", "id": id, "result": {}}))
                 .await;
         }
+        if self.quarantine.is_some() {
+            // A quarantined server reaches neither the client nor the model.
+            self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "quarantined"}));
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::QUARANTINED, "message": "the server is quarantined: its surface drifted from mcp.lock"}}))
+                .await;
+        }
         let cap = match method {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
@@ -1556,6 +1573,11 @@ impl Proxy {
                     .send_client(json!({"jsonrpc": "2.0", "method": method, "params": p}))
                     .await;
             }
+        }
+        if self.quarantine.is_some() {
+            // Nothing more of a quarantined server reaches the client (its streams' ends above
+            // are mcpsum's own bookkeeping).
+            return;
         }
         let ours = sub.is_some_and(|s| matches!(self.pending.get(&s), Some(Pending::Listen)));
         let list_kind = match method {
@@ -1964,7 +1986,11 @@ impl Proxy {
     // ----- mid-session drift -----
 
     async fn start_reread(&mut self, kind: Kind) {
-        if self.rereads.contains_key(&kind) || self.quarantine.is_some() {
+        if self.quarantine.is_some() {
+            return;
+        }
+        if let Some(running) = self.rereads.get_mut(&kind) {
+            running.again = true;
             return;
         }
         self.rereads.insert(
@@ -1972,9 +1998,29 @@ impl Proxy {
             Reread {
                 items: Vec::new(),
                 cursors: Default::default(),
+                started: Instant::now(),
+                again: false,
             },
         );
         self.request_page(kind, None).await;
+    }
+
+    /// Quarantines the server if a re-read has run longer than the timeout: a server that
+    /// announces a change and never shows the new list is treated as one that drifted.
+    fn expire_rereads(&mut self) {
+        let late = self
+            .rereads
+            .iter()
+            .find(|(_, r)| r.started.elapsed() > self.reread_timeout)
+            .map(|(k, _)| *k);
+        if let Some(kind) = late {
+            self.rereads.clear();
+            self.quarantine_now(&format!(
+                "the server announced a change of its {} and did not list them within {} s",
+                kind.plural(),
+                self.reread_timeout.as_secs()
+            ));
+        }
     }
 
     async fn request_page(&mut self, kind: Kind, cursor: Option<String>) {
@@ -2012,6 +2058,13 @@ impl Proxy {
             ));
         };
         state.items.extend(page.iter().cloned());
+        if state.cursors.len() >= lockfile::MAX_ITEMS_PER_KIND {
+            return self.quarantine_now(&format!(
+                "the server pages its {} without end (more than {} pages)",
+                kind.plural(),
+                lockfile::MAX_ITEMS_PER_KIND
+            ));
+        }
         if state.items.len() > lockfile::MAX_ITEMS_PER_KIND {
             return self.quarantine_now(&format!(
                 "the server now lists more than {} {}",
@@ -2045,6 +2098,9 @@ impl Proxy {
                 .map(|d| d.summary())
                 .unwrap_or_else(|e| e.to_string());
             self.quarantine_now(&what);
+        } else if state.again {
+            // The list may have changed again after a page was read: read it once more.
+            self.start_reread(kind).await;
         }
     }
 

@@ -1020,6 +1020,33 @@ fn drift_mid_session_quarantines_legacy_list_changed_and_modern_listen() {
     }
 }
 
+/// A server that announces a change and never lists it (it hangs on the re-read) is
+/// quarantined when the timeout runs out; until then the locked surface is served.
+#[test]
+fn drift_announced_but_never_listed_quarantines_after_the_timeout() {
+    for server in ERAS {
+        let w = World::new();
+        let t = w.transcript("h");
+        let mut sc = full_scenario(server, &t);
+        sc["drift"] = json!({"afterCalls": 1,
+                             "set": {"tools": drifted_tools(), "hostile": {"hangOn": "tools/list"}}});
+        lock(&w, "h", &sc);
+        let mut px = Px::start_with(&w, "h", Era::Legacy, &["--timeout-secs", "1"], &[]);
+        px.hello();
+        let r = px.call(json!(1), "echo", json!({"k": "v"}));
+        assert!(r.get("result").is_some(), "the first call works: {r:#}");
+        wait_quarantine(&mut px, "h", "did not list them within 1 s");
+        let r = px.call(json!(2), "echo", json!({}));
+        assert_quarantined(&r, "h", "did not list them");
+        assert_eq!(px.finish(), 0);
+        let calls = received(&t)
+            .iter()
+            .filter(|m| m["method"] == "tools/call")
+            .count();
+        assert_eq!(calls, 1, "{server:?}: only the first call reached it");
+    }
+}
+
 #[test]
 fn informational_drift_serves_locked_values() {
     for server in ERAS {

@@ -160,12 +160,7 @@ impl World {
 
     /// Like [`World::cmd`] but without `--lockfile`, to test how the lockfile is found.
     pub fn bare_cmd(&self) -> Command {
-        self.command_in(env!("CARGO_BIN_EXE_mcpsum"))
-    }
-
-    /// `program` in this world: its directory, its state directory and a clean environment.
-    pub fn command_in(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(program);
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
         c.env_clear()
             .env("PATH", child_path())
             .env("HOME", self.path().join("home"))
@@ -174,6 +169,31 @@ impl World {
             .current_dir(self.path())
             .stdin(Stdio::null());
         c
+    }
+
+    /// Runs `mcpsum --lockfile LOCKFILE ARGS` (a shell fragment) on a pseudo-terminal
+    /// (util-linux `script -qc`): the exit code and what the terminal showed (CRLF line ends).
+    #[cfg(target_os = "linux")]
+    pub fn on_terminal(&self, args: &str) -> (i32, String) {
+        let cmd = format!(
+            "{} --lockfile {} {args}",
+            env!("CARGO_BIN_EXE_mcpsum"),
+            self.lockfile().display()
+        );
+        let out = Command::new("script")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("SHELL", "/bin/sh")
+            .env("MCPSUM_STATE_DIR", self.path().join("state"))
+            .env("NO_COLOR", "1")
+            .args(["-qec", &cmd, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run script");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     /// Runs `mcpsum ARGS...`.

@@ -1046,30 +1046,6 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
 
 // ----- taint reset -----
 
-/// Runs `mcpsum ARGS` on a pseudo-terminal (`script -qc`).
-#[cfg(target_os = "linux")]
-fn on_terminal(w: &World, args: &str) -> (i32, String) {
-    let cmd = format!(
-        "{} --lockfile {} {args}",
-        env!("CARGO_BIN_EXE_mcpsum"),
-        w.lockfile().display()
-    );
-    let out = Command::new("script")
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("SHELL", "/bin/sh")
-        .env("MCPSUM_STATE_DIR", w.path().join("state"))
-        .env("NO_COLOR", "1")
-        .args(["-qec", &cmd, "/dev/null"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run script");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 /// Taints this test process's session in `w` through a raw proxy.
 #[cfg(target_os = "linux")]
 fn taint_once(w: &World) {
@@ -1108,15 +1084,15 @@ fn taint_reset_only_from_a_terminal() {
     assert!(only_session(&list_json(&w))["session"]["taint"].is_object());
 
     // stdin a terminal but stdout a pipe: still refused.
-    let (_, out) = on_terminal(&w, "taint reset --all 2>&1 | cat");
+    let (_, out) = w.on_terminal("taint reset --all 2>&1 | cat");
     assert!(out.contains("runs only on a terminal"), "{out}");
     assert!(only_session(&list_json(&w))["session"]["taint"].is_object());
 
     // On a terminal: an unknown session is an error; the right one is cleared.
-    let (code, out) = on_terminal(&w, "taint reset 1-2");
+    let (code, out) = w.on_terminal("taint reset 1-2");
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("no client session"), "{out}");
-    let (code, out) = on_terminal(&w, &format!("taint reset {id}"));
+    let (code, out) = w.on_terminal(&format!("taint reset {id}"));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("cleared the taint of 1 session"), "{out}");
     let st = only_session(&list_json(&w));
@@ -1125,7 +1101,7 @@ fn taint_reset_only_from_a_terminal() {
 
     // `--all`, after tainting again; then a sink passes without a prompt.
     taint_once(&w);
-    let (code, out) = on_terminal(&w, "taint reset --all");
+    let (code, out) = w.on_terminal("taint reset --all");
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("cleared the taint of 1 session"), "{out}");
     assert!(only_session(&list_json(&w))["session"]["taint"].is_null());

@@ -130,25 +130,6 @@ fn server_text_cannot_drive_the_terminal() {
     check("lock error with stderr tail", &r);
 }
 
-/// Runs `mcpsum --lockfile LOCKFILE ARGS...` on a pseudo-terminal (util-linux `script`): its
-/// exit code and its output, with the terminal's CRLF line ends made LF.
-fn on_terminal(w: &World, args: &[&str]) -> (i32, String) {
-    let quote = |a: &str| format!("'{}'", a.replace('\'', r"'\''"));
-    let lockfile = w.lockfile().display().to_string();
-    let line: Vec<String> = [env!("CARGO_BIN_EXE_mcpsum"), "--lockfile", &lockfile]
-        .iter()
-        .chain(args)
-        .map(|a| quote(a))
-        .collect();
-    let out = w
-        .command_in("script")
-        .args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
-        .output()
-        .expect("run script(1)");
-    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
-    (out.status.code().unwrap_or(-1), text)
-}
-
 /// `--json` on a terminal: characters that could reorder or hide text are `\uXXXX` escapes (the
 /// same JSON); piped, the document is written as it is.
 #[test]
@@ -161,7 +142,8 @@ fn json_on_a_terminal_cannot_reorder_text() {
                            "inputSchema": {"type": "object"}}]}),
     );
     w.lock_fake("evil", &s, &[]).code(0);
-    let (code, text) = on_terminal(&w, &["show", "--json"]);
+    let (code, text) = w.on_terminal("show --json");
+    let text = text.replace("\r\n", "\n");
     assert_eq!(code, 0, "{text}");
     assert_clean("show --json on a terminal", &text);
     assert!(
@@ -182,7 +164,8 @@ fn json_on_a_terminal_cannot_reorder_text() {
         &json!({"tools": [{"name": "fetch\u{202e}txt", "description": format!("{hidden}\u{202e}2"),
                            "inputSchema": {"type": "object"}}]}),
     );
-    let (code, text) = on_terminal(&w, &["verify", "--json"]);
+    let (code, text) = w.on_terminal("verify --json");
+    let text = text.replace("\r\n", "\n");
     assert_eq!(code, 1, "{text}");
     assert_clean("verify --json on a terminal", &text);
     serde_json::from_str::<serde_json::Value>(&text).expect("still JSON");
