@@ -98,6 +98,7 @@ impl Proxy {
             })),
             _ => None,
         };
+        let client_caps = self.client_caps_for_rounds(modern, meta.as_ref());
         let mut own = Map::new();
         if let Some(v) = meta {
             own.insert("_meta".into(), v);
@@ -114,6 +115,7 @@ impl Proxy {
                 modern_client: modern,
                 started: Instant::now(),
                 retry,
+                client_caps,
             },
         );
         let line = m.text().as_bytes();
@@ -172,6 +174,13 @@ impl Proxy {
             None if error.is_none() => return None,
             Some(_) => match (self.server_era, modern_client) {
                 (Era::Legacy, true) => add_type = m.get_in("result", "resultType").is_none(),
+                // An input round's questions are checked on the general path.
+                (Era::Modern, true)
+                    if m.get_in("result", "resultType")
+                        .is_some_and(|t| t.as_str().as_deref() != Some("complete")) =>
+                {
+                    return None;
+                }
                 (Era::Modern, false) => {
                     let t = m.get_in("result", "resultType");
                     if t.is_some_and(|t| t.as_str().as_deref() != Some("complete")) {

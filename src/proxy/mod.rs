@@ -534,6 +534,9 @@ enum Pending {
         /// Set for a legacy client's request that a 2026-07-28 server may answer with
         /// `input_required`.
         retry: Option<Box<Retry>>,
+        /// A 2026-07-28 client's declared capabilities, for a request to a 2026-07-28 server:
+        /// the questions of an `input_required` answer must be ones the client accepts.
+        client_caps: Option<Box<Value>>,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
@@ -1030,7 +1033,8 @@ impl Proxy {
         }
         let mut params = params.unwrap_or_else(|| json!({}));
         if method == "subscriptions/listen" {
-            // The client's view of the lists is the lock: it gets no list_changed.
+            // The client's view of the lists is the lock: it gets no list_changed, and it can
+            // follow only locked resources (as with a legacy server's resources/subscribe).
             if let Some(n) = params
                 .get_mut("notifications")
                 .and_then(Value::as_object_mut)
@@ -1042,6 +1046,12 @@ impl Proxy {
                 ] {
                     n.remove(k);
                 }
+                if let Some(uris) = n
+                    .get_mut("resourceSubscriptions")
+                    .and_then(Value::as_array_mut)
+                {
+                    uris.retain(|u| u.as_str().is_some_and(|u| self.uri_locked(u)));
+                }
             }
         }
         if method == "tools/call"
@@ -1050,6 +1060,7 @@ impl Proxy {
             // Not advertised (see `served_capabilities`): the call runs as a plain call.
             p.remove("task");
         }
+        let client_caps = self.client_caps_for_rounds(modern_client, params.get("_meta"));
         let params = self.to_server_params(params, modern_client);
         let sid = self.alloc_id();
         if method == "subscriptions/listen" {
@@ -1064,10 +1075,26 @@ impl Proxy {
                 modern_client,
                 started: Instant::now(),
                 retry,
+                client_caps,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
             .await;
+    }
+
+    /// What [`Pending::Client::client_caps`] keeps for a request with this `_meta`.
+    fn client_caps_for_rounds(
+        &self,
+        modern_client: bool,
+        meta: Option<&Value>,
+    ) -> Option<Box<Value>> {
+        (modern_client && self.server_era == Era::Modern).then(|| {
+            Box::new(
+                meta.and_then(|m| m.get(crate::mcp::META_CAPABILITIES))
+                    .cloned()
+                    .unwrap_or_else(|| json!({})),
+            )
+        })
     }
 
     /// Request params in the server's era.
@@ -1412,8 +1439,23 @@ impl Proxy {
                 modern_client,
                 started,
                 retry,
+                client_caps,
             } => {
                 let stream = self.streams.remove(&sid);
+                if let Some(caps) = client_caps
+                    && let Some(result) = obj.get("result")
+                    && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+                    && let Some(method) = undeclared_question(&caps, result.get("inputRequests"))
+                {
+                    let msg = format!(
+                        "server `{}` asked for `{method}`, which the client did not declare",
+                        self.name
+                    );
+                    self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
+                    return self
+                        .reply_error(&client_id, codes::INTERNAL, &msg, None)
+                        .await;
+                }
                 if let Some(retry) = retry
                     && let Some(result) = obj.get("result")
                     && result.get("resultType").and_then(Value::as_str) == Some("input_required")
@@ -1506,17 +1548,10 @@ impl Proxy {
                 .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::QUARANTINED, "message": "the server is quarantined: its surface drifted from mcp.lock"}}))
                 .await;
         }
-        let cap = match method {
-            "sampling/createMessage" => "sampling",
-            "elicitation/create" => "elicitation",
-            "roots/list" => "roots",
-            _ => "",
-        };
-        let declared = !cap.is_empty()
-            && self
-                .client_legacy_caps
-                .as_ref()
-                .is_some_and(|c| c.get(cap).is_some());
+        let declared = self
+            .client_legacy_caps
+            .as_ref()
+            .is_some_and(|c| client_accepts(c, method, params.as_ref()));
         if !declared {
             self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
             return self
@@ -1879,13 +1914,7 @@ impl Proxy {
         let mut asks = Vec::new();
         for (key, q) in questions {
             let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
-            let cap = match method {
-                "elicitation/create" => "elicitation",
-                "sampling/createMessage" => "sampling",
-                "roots/list" => "roots",
-                _ => "",
-            };
-            if cap.is_empty() || caps.get(cap).is_none() {
+            if !client_accepts(&caps, method, q.get("params")) {
                 let msg = format!(
                     "server `{}` asked for `{method}`, which the client did not declare",
                     self.name
@@ -2211,6 +2240,37 @@ fn head_fields(head: &[u8]) -> (Option<Value>, bool) {
         i += 1;
     }
     (id, method)
+}
+
+/// Whether a client that declared `caps` accepts a server's request `method` with `params`:
+/// sampling, roots, and elicitation in the mode asked for (`form` unless `url`; an empty
+/// `elicitation` object means form only).
+fn client_accepts(caps: &Value, method: &str, params: Option<&Value>) -> bool {
+    match method {
+        "sampling/createMessage" => caps.get("sampling").is_some(),
+        "roots/list" => caps.get("roots").is_some(),
+        "elicitation/create" => {
+            let Some(e) = caps.get("elicitation") else {
+                return false;
+            };
+            let url = params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url");
+            if url {
+                e.get("url").is_some()
+            } else {
+                e.get("form").is_some() || e.as_object().is_some_and(Map::is_empty)
+            }
+        }
+        _ => false,
+    }
+}
+
+/// The first question of an `inputRequests` map that a client with `caps` does not accept.
+fn undeclared_question(caps: &Value, requests: Option<&Value>) -> Option<String> {
+    let requests = requests?.as_object()?;
+    requests.values().find_map(|q| {
+        let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
+        (!client_accepts(caps, method, q.get("params"))).then(|| method.to_owned())
+    })
 }
 
 #[cfg(test)]

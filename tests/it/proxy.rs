@@ -1510,7 +1510,8 @@ fn modern_listen_stream_ids_are_remapped() {
     px.send_request(
         json!("L1"),
         "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["notes://inbox"]}}),
+        json!({"notifications": {"toolsListChanged": true,
+                                 "resourceSubscriptions": ["notes://inbox", "file:///etc/shadow"]}}),
     );
     let ack = loop {
         let m = px.recv(Duration::from_secs(10)).expect("an acknowledgment");
@@ -1554,6 +1555,13 @@ fn modern_listen_stream_ids_are_remapped() {
         .unwrap();
     assert!(listen_ids.contains(&c["params"]["requestId"]), "{msgs:#?}");
     assert_ne!(c["params"]["requestId"], "L1");
+    // Only the locked URI reached the server.
+    let asked: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["method"] == "subscriptions/listen" && m["id"] == c["params"]["requestId"])
+        .map(|m| &m["params"]["notifications"]["resourceSubscriptions"])
+        .collect();
+    assert_eq!(asked, [&json!(["notes://inbox"])], "{msgs:#?}");
     assert_eq!(px.finish(), 0);
 }
 
@@ -2245,6 +2253,84 @@ fn raw_meta(client: Era) -> &'static str {
             r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#
         }
     }
+}
+
+/// A 2026-07-28 server's `input_required` answer to a 2026-07-28 client reaches the client only
+/// if the client declared what each question needs (elicitation in the mode asked for).
+#[test]
+fn modern_input_rounds_ask_only_what_the_client_declared() {
+    let w = World::new();
+    let t = w.transcript("ir");
+    lock(&w, "ir", &raw_scenario(Era::Modern, &t));
+    let mut px = Px::start(&w, "ir", Era::Modern);
+    px.hello();
+    let ask = |method: &str, params: Value| {
+        let q = json!({"q": {"method": method, "params": params}});
+        format!(
+            r#"{{"jsonrpc":"2.0","id":@ID@,"result":{{"resultType":"input_required","inputRequests":{q},"requestState":"s"}}}}"#
+        )
+    };
+    let url = json!({"mode": "url", "url": "https://example.invalid/x", "message": "m", "elicitationId": "e"});
+    let form = json!({"message": "m", "requestedSchema": {"type": "object", "properties": {}}});
+    for (n, (caps, method, params, relayed)) in [
+        (json!({}), "sampling/createMessage", json!({}), false),
+        (json!({}), "roots/list", json!({}), false),
+        (
+            json!({"elicitation": {}}),
+            "elicitation/create",
+            url.clone(),
+            false,
+        ),
+        (
+            json!({"elicitation": {"form": {}}}),
+            "elicitation/create",
+            url.clone(),
+            false,
+        ),
+        (
+            json!({"elicitation": {}}),
+            "elicitation/create",
+            form.clone(),
+            true,
+        ),
+        (
+            json!({"elicitation": {"url": {}}}),
+            "elicitation/create",
+            url,
+            true,
+        ),
+        (
+            json!({"sampling": {}}),
+            "sampling/createMessage",
+            json!({}),
+            true,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let params = px.params_caps(
+            json!({"name": "raw", "arguments": {"line": ask(method, params)}}),
+            caps.clone(),
+        );
+        let id = json!(format!("c{n}"));
+        px.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        let r = px.response(&id);
+        if relayed {
+            assert_eq!(
+                r["result"]["resultType"], "input_required",
+                "{caps} {method}: {r:#}"
+            );
+        } else {
+            let e = error_of(&r);
+            let msg = e["message"].as_str().unwrap();
+            assert!(
+                msg.contains(&format!("`{method}`")) && msg.contains("did not declare"),
+                "{caps} {method}: {r:#}"
+            );
+        }
+    }
+    assert_eq!(px.finish(), 0);
 }
 
 fn tool_calls(transcript: &Path) -> Vec<Value> {
