@@ -44,6 +44,9 @@ pub enum ClientError {
         /// The versions it says it supports.
         supported: Vec<String>,
     },
+    /// A 2026-07-28 server's `server/discover` result does not list the version mcpsum speaks
+    /// (the text says so).
+    VersionNotListed(String),
     /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
     Protocol(String),
     /// Writing to it failed.
@@ -84,9 +87,20 @@ impl fmt::Display for ClientError {
                     supported.join(", ")
                 }
             ),
-            ClientError::Protocol(m) => f.write_str(m),
+            ClientError::Protocol(m) | ClientError::VersionNotListed(m) => f.write_str(m),
             ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
         }
+    }
+}
+
+impl ClientError {
+    /// Whether a 2026-07-28 server no longer supports the version mcpsum speaks in that era
+    /// (it answered -32022, or its `server/discover` result does not list it).
+    pub fn is_version_drop(&self) -> bool {
+        matches!(
+            self,
+            ClientError::VersionDropped { .. } | ClientError::VersionNotListed(_)
+        )
     }
 }
 
@@ -487,11 +501,12 @@ fn check_complete(result: &Value, method: &str) -> Result<(), ClientError> {
 
 /// Validates a DiscoverResult as the lockfile format's rule 2 asks.
 fn parse_discover(result: &Value) -> Result<Handshake, ClientError> {
-    let bad = |why: &str| {
-        ClientError::Protocol(format!(
+    let describe = |why: &str| {
+        format!(
             "the server's `server/discover` result {why}; mcpsum does not fall back to `initialize` after a DiscoverResult"
-        ))
+        )
     };
+    let bad = |why: &str| ClientError::Protocol(describe(why));
     match result.get("resultType") {
         Some(Value::String(s)) if s == "complete" => {}
         Some(other) => return Err(bad(&format!("has resultType {other}, not \"complete\""))),
@@ -509,10 +524,10 @@ fn parse_discover(result: &Value) -> Result<Handshake, ClientError> {
         })
         .collect::<Result<_, _>>()?;
     if !versions.iter().any(|v| v == MODERN_VERSION) {
-        return Err(bad(&format!(
+        return Err(ClientError::VersionNotListed(describe(&format!(
             "does not list {MODERN_VERSION} (it lists {})",
             versions.join(", ")
-        )));
+        ))));
     }
     let server_info = result
         .get("_meta")

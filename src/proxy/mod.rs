@@ -202,9 +202,60 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     };
     let (conn, live) = match outcome {
         Ok(Ok(started_server)) => started_server,
-        Ok(Err(e)) => {
+        Ok(Err(StartFailure {
+            error,
+            version_drop: true,
+        })) => {
+            // It cannot be spoken to as locked: quarantined, as drift would have it. Every
+            // request but the handshake gets -32002 until the client leaves.
+            proxy.quarantine_now(&error.one_line());
+            proxy.to_server.borrow_mut().attach(tokio::io::sink());
+            for input in early {
+                match input {
+                    Input::Line(line) => proxy.on_client_line(line).await,
+                    Input::TooLong(n, head) => proxy.client_too_long(n, &head).await,
+                    Input::Eof => {}
+                }
+            }
+            loop {
+                proxy.write_now();
+                let busy = proxy.to_client.borrow().busy();
+                tokio::select! {
+                    frame = client_in.next_frame(), if proxy.has_room() => match frame {
+                        Ok(Some(Frame::Line(line))) => proxy.on_client_line(line).await,
+                        Ok(Some(Frame::TooLong(n))) => {
+                            proxy.client_too_long(n, client_in.head()).await;
+                        }
+                        Ok(None) | Err(_) => break,
+                    },
+                    () = drain(&proxy.to_client), if busy => {}
+                    _ = &mut signalled => break,
+                }
+            }
+            proxy.audit.note(
+                "exit",
+                json!({"reason": "client closed stdin", "duration_ms": started.elapsed().as_millis() as u64}),
+            );
             proxy.close_client().await;
-            return Err(e);
+            return Ok(Exit::Ok);
+        }
+        Ok(Err(StartFailure { error, .. })) => {
+            // What the client asked meanwhile gets an answer before the proxy stops.
+            let why = format!(
+                "server `{}` could not be started: {}",
+                opts.name,
+                error.one_line()
+            );
+            for input in &early {
+                if let Input::Line(line) = input
+                    && let Ok(msg) = serde_json::from_slice::<Value>(line)
+                    && let (Some(id), Some(_)) = (msg.get("id"), msg.get("method"))
+                {
+                    proxy.reply_error(id, codes::INTERNAL, &why, None).await;
+                }
+            }
+            proxy.close_client().await;
+            return Err(error);
         }
         Err(reason) => {
             // Dropping the start ends the server's process group.
@@ -477,23 +528,36 @@ impl Input {
 }
 
 /// Starts the server in its locked era and reads its live surface.
+/// Why the server could not be started and read; `version_drop` when it no longer speaks the
+/// locked 2026-07-28 version (the proxy quarantines it then, rather than stopping).
+struct StartFailure {
+    error: Error,
+    version_drop: bool,
+}
+
 async fn start_server(
     launch: &crate::mcp::process::Launch,
     era: Era,
     copts: Options,
-) -> Result<(client::Connection, lockfile::Surface)> {
+) -> std::result::Result<(client::Connection, lockfile::Surface), StartFailure> {
     let (mut conn, hs) = client::connect(launch, Some(era), copts)
         .await
-        .map_err(|f| crate::commands::server_error("cannot start", launch, f))?;
+        .map_err(|f| StartFailure {
+            version_drop: f.error.is_version_drop(),
+            error: crate::commands::server_error("cannot start", launch, f),
+        })?;
     let items = match client::read_lists(&mut conn, &hs).await {
         Ok(items) => items,
         Err(e) => {
             conn.close().await;
-            return Err(Error::new(format!(
-                "cannot read the surface of server `{}`",
-                launch.server
-            ))
-            .cause(e));
+            return Err(StartFailure {
+                error: Error::new(format!(
+                    "cannot read the surface of server `{}`",
+                    launch.server
+                ))
+                .cause(e),
+                version_drop: false,
+            });
         }
     };
     let live = hs.into_surface(items);

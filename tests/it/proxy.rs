@@ -958,6 +958,41 @@ fn drift_at_start_quarantines_every_request_but_the_handshake() {
     }
 }
 
+/// A 2026-07-28 server that no longer supports 2026-07-28 (it answers -32022, or its discover
+/// result leaves the version out) cannot be spoken to as locked: the proxy quarantines it and
+/// stays up, answering the handshake from the lock and -32002 to the rest.
+#[test]
+fn a_modern_server_that_dropped_its_version_is_quarantined() {
+    for hostile in [
+        json!({"discoverError": -32022}),
+        json!({"discoverResult": {"resultType": "complete", "supportedVersions": ["2027-01-01"],
+                                  "capabilities": {"tools": {}}}}),
+    ] {
+        for client in ERAS {
+            let w = World::new();
+            let t = w.transcript("v");
+            let mut sc = full_scenario(Era::Modern, &t);
+            let path = lock(&w, "v", &sc);
+            sc["hostile"] = hostile.clone();
+            std::fs::write(&path, serde_json::to_vec(&sc).unwrap()).unwrap();
+            let mut px = Px::start(&w, "v", client);
+            let r = px.hello();
+            assert!(r.get("result").is_some(), "the handshake: {r:#}");
+            let r = px.call(json!(1), "echo", json!({}));
+            assert_quarantined(&r, "v", "2026-07-28");
+            assert_eq!(px.finish(), 0, "{hostile}: {}", px.stderr());
+            assert!(
+                audit(&w).iter().any(|r| r["event"] == "quarantine"),
+                "{hostile}"
+            );
+            assert!(
+                !received_methods(&t).contains(&"tools/call".to_owned()),
+                "{hostile}"
+            );
+        }
+    }
+}
+
 /// Calls until the proxy answers -32002 (the re-read after list_changed is asynchronous).
 #[track_caller]
 fn wait_quarantine(px: &mut Px, server: &str, item: &str) {
