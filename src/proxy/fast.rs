@@ -84,6 +84,9 @@ impl Proxy {
             None => None,
         };
         let modern = meta.as_ref().is_some_and(|v| v.get(META_VERSION).is_some());
+        if modern && super::modern_meta_problem(method, meta.as_ref()).is_some() {
+            return None;
+        }
         if !locked || !self.gate_clear(method, &item) {
             return None;
         }

@@ -700,6 +700,45 @@ struct Proxy {
     taint: gate::TaintGate,
 }
 
+/// What is wrong with a 2026-07-28 request's `_meta` (a request that names a version, or
+/// uses a method of that era only): the error code, message and data to answer with.
+fn modern_meta_problem(method: &str, meta: Option<&Value>) -> Option<(i64, String, Option<Value>)> {
+    let version = meta.and_then(|m| m.get(META_VERSION));
+    let modern_only = matches!(method, "server/discover" | "subscriptions/listen");
+    if version.is_none() && !modern_only {
+        return None;
+    }
+    match version.and_then(Value::as_str) {
+        Some(MODERN_VERSION) => {}
+        Some(v) => {
+            return Some((
+                codes::UNSUPPORTED_VERSION,
+                "unsupported protocol version".into(),
+                Some(json!({"supported": [MODERN_VERSION], "requested": v})),
+            ));
+        }
+        None => {
+            return Some((
+                codes::INVALID_PARAMS,
+                format!("`{method}` needs `_meta[\"{META_VERSION}\"]` (a string)"),
+                None,
+            ));
+        }
+    }
+    let caps = meta.and_then(|m| m.get(crate::mcp::META_CAPABILITIES));
+    if !caps.is_some_and(Value::is_object) {
+        return Some((
+            codes::INVALID_PARAMS,
+            format!(
+                "`{method}` needs `_meta[\"{}\"]` (an object; `{{}}` declares none)",
+                crate::mcp::META_CAPABILITIES
+            ),
+            None,
+        ));
+    }
+    None
+}
+
 fn is_modern_request(params: Option<&Value>) -> bool {
     params
         .and_then(|p| p.get("_meta"))
@@ -921,11 +960,19 @@ impl Proxy {
     }
 
     async fn client_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
+        let meta = params.as_ref().and_then(|p| p.get("_meta"));
+        if let Some((code, message, data)) = modern_meta_problem(method, meta) {
+            self.audit.note(
+                "refused",
+                json!({"method": method, "decision": "refuse", "reason": message}),
+            );
+            return self.reply_error(id, code, &message, data).await;
+        }
         let modern = is_modern_request(params.as_ref());
         self.note_client(method, params.as_ref());
         match method {
             "initialize" => return self.answer_initialize(id, params.as_ref()).await,
-            "server/discover" => return self.answer_discover(id, params.as_ref()).await,
+            "server/discover" => return self.answer_discover(id).await,
             "ping" => return self.reply(id, json!({})).await,
             _ => {}
         }
@@ -1227,24 +1274,8 @@ impl Proxy {
         self.reply(id, result).await;
     }
 
-    async fn answer_discover(&mut self, id: &Value, params: Option<&Value>) {
-        let asked = params
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(META_VERSION))
-            .and_then(Value::as_str);
-        if let Some(v) = asked
-            && v != MODERN_VERSION
-        {
-            let data = json!({"supported": [MODERN_VERSION], "requested": v});
-            return self
-                .reply_error(
-                    id,
-                    codes::UNSUPPORTED_VERSION,
-                    "unsupported protocol version",
-                    Some(data),
-                )
-                .await;
-        }
+    /// The discover result, from the lock (its `_meta` was checked with every 2026-07-28 request's).
+    async fn answer_discover(&mut self, id: &Value) {
         let mut result = json!({
             "resultType": "complete",
             "supportedVersions": [MODERN_VERSION],

@@ -2290,6 +2290,65 @@ fn raw_meta(client: Era) -> &'static str {
     }
 }
 
+/// A 2026-07-28 request must name 2026-07-28 and declare its capabilities (`{}` at least):
+/// another version gets -32022 with the supported ones, a missing key -32602, and nothing of
+/// it reaches the server.
+#[test]
+fn modern_requests_without_a_proper_meta_are_refused() {
+    let w = World::new();
+    let t = w.transcript("mm");
+    lock(&w, "mm", &full_scenario(Era::Modern, &t));
+    let mut px = Px::start(&w, "mm", Era::Modern);
+    px.hello();
+    let call = json!({"name": "echo", "arguments": {}});
+    let version = |v: &str| {
+        json!({"io.modelcontextprotocol/protocolVersion": v,
+                                   "io.modelcontextprotocol/clientCapabilities": {}})
+    };
+    let no_caps = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    for (n, (method, meta, code)) in [
+        ("tools/call", version("1999-01-01"), -32022),
+        ("tools/list", version("2025-11-25"), -32022),
+        ("tools/call", no_caps.clone(), -32602),
+        ("server/discover", json!(null), -32602),
+        ("server/discover", no_caps, -32602),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut params = if method == "tools/call" {
+            call.clone()
+        } else {
+            json!({})
+        };
+        if !meta.is_null() {
+            params["_meta"] = meta.clone();
+        }
+        let id = json!(format!("m{n}"));
+        px.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let r = px.response(&id);
+        assert_eq!(error_of(&r)["code"], code, "{method} {meta}: {r:#}");
+        if code == -32022 {
+            assert_eq!(
+                r["error"]["data"]["supported"],
+                json!(["2026-07-28"]),
+                "{r:#}"
+            );
+        }
+    }
+    let r = px.call(json!("ok"), "echo", json!({"k": 1}));
+    assert!(
+        r.get("result").is_some(),
+        "a proper request still works: {r:#}"
+    );
+    assert_eq!(px.finish(), 0);
+    let calls = received(&t)
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 1, "only the proper call reached the server");
+}
+
 /// A 2026-07-28 server's `input_required` answer to a 2026-07-28 client reaches the client only
 /// if the client declared what each question needs (elicitation in the mode asked for).
 #[test]
