@@ -164,10 +164,11 @@ impl Proxy {
         if !self.taint.labels.is_sink(call) {
             return true;
         }
-        matches!(
-            self.taint.store.as_mut().map(SessionStore::tainted),
-            None | Some(Ok(None))
-        )
+        self.taint.unrecorded.is_none()
+            && matches!(
+                self.taint.store.as_mut().map(SessionStore::tainted),
+                None | Some(Ok(None))
+            )
     }
 
     /// Checks a request before it is forwarded.

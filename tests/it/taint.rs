@@ -608,8 +608,19 @@ struct Raw {
 
 impl Raw {
     fn start(w: &World, name: &str, era: Era, caps: Value) -> Self {
+        Self::start_with(
+            w,
+            name,
+            era,
+            caps,
+            Command::new(env!("CARGO_BIN_EXE_mcpsum")),
+        )
+    }
+
+    /// Like [`Raw::start`], with `cmd` as the command line's start (a wrapper, then mcpsum).
+    fn start_with(w: &World, name: &str, era: Era, caps: Value, mut cmd: Command) -> Self {
         let stderr = unique(w.path().join(format!("proxy-{name}.stderr")));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpsum"))
+        let mut child = cmd
             .env_clear()
             .env("MCPSUM_STATE_DIR", w.path().join("state"))
             .current_dir(w.path())
@@ -1386,6 +1397,62 @@ fn an_approval_given_after_the_server_was_quarantined_sends_nothing() {
         "the sink never ran: {:?}",
         calls(&tr)
     );
+}
+
+/// A taint the proxy cannot record (its state directory turned read-only after the start) still
+/// counts: the next sink call needs the person's approval.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    // Permissions bind root only as another user: the proxy runs as `nobody` then.
+    let root = nix::unistd::getuid().is_root();
+    let cmd = if root {
+        let walk = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(w.path())
+            .status()
+            .unwrap();
+        assert!(walk.success());
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mcpsum"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_mcpsum"))
+    };
+    let mut px = Raw::start_with(&w, "web", Era::Legacy, form_caps(), cmd);
+    // The session's state is open; from now on it cannot be written.
+    let note = tool_text(&px.call("n", "note", json!({})));
+    assert!(!note.0, "{}", px.stderr());
+    let taint_dir = w.path().join("state/taint");
+    std::fs::set_permissions(&taint_dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    let (r, asked) = px.request_seen(
+        "sink",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "x"}}),
+        None,
+    );
+    std::fs::set_permissions(&taint_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(
+        asked.len(),
+        1,
+        "the person was asked: {r:#}\n{}",
+        px.stderr()
+    );
+    assert!(tool_text(&r).0, "and the call refused: {r:#}");
+    assert!(
+        px.stderr().contains("cannot record the taint"),
+        "{}",
+        px.stderr()
+    );
+    px.finish();
+    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tools, vec!["note", "read_page"]);
 }
 
 #[test]
