@@ -335,6 +335,17 @@ struct Claims {
     args: String,
     exp: u64,
     nonce: String,
+    /// A continuation of an approved call: the server asked questions of its own, and this
+    /// carries its `requestState` to its retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cont: Option<Continuation>,
+}
+
+/// What a continuation token carries.
+#[derive(Serialize, Deserialize)]
+struct Continuation {
+    /// The server's `requestState`; `None` when it gave none.
+    state: Option<String>,
 }
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
@@ -383,6 +394,35 @@ impl Approver {
 
     /// A token for this call.
     pub fn mint(&self, server: &str, tool: &str, args: &Sha256Digest) -> String {
+        self.mint_claims(server, tool, args, None)
+    }
+
+    /// A token for the retry of an approved call whose server asked questions of its own: it
+    /// carries the server's `requestState` and stands for the approval already given.
+    pub fn mint_continuation(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &Sha256Digest,
+        server_state: Option<String>,
+    ) -> String {
+        self.mint_claims(
+            server,
+            tool,
+            args,
+            Some(Continuation {
+                state: server_state,
+            }),
+        )
+    }
+
+    fn mint_claims(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &Sha256Digest,
+        cont: Option<Continuation>,
+    ) -> String {
         let mut nonce = [0u8; 16];
         let _ = getrandom::fill(&mut nonce);
         let exp = (SystemTime::now() + APPROVAL_TTL)
@@ -394,6 +434,7 @@ impl Approver {
             args: args.to_string(),
             exp,
             nonce: hex::encode(nonce),
+            cont,
         };
         let payload = serde_json::to_vec(&claims).unwrap_or_default();
         format!(
@@ -403,14 +444,15 @@ impl Approver {
         )
     }
 
-    /// Checks a token against the call it comes back with; consumes it on success.
+    /// Checks a token against the call it comes back with; consumes it on success. For a
+    /// continuation, returns the server's `requestState` it carries (`Some(None)`: none).
     pub fn check(
         &mut self,
         token: &str,
         server: &str,
         tool: &str,
         args: &Sha256Digest,
-    ) -> Result<(), TokenError> {
+    ) -> Result<Option<Option<String>>, TokenError> {
         let mut parts = token.split('.');
         let (Some("mcpsum1"), Some(p), Some(m), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -439,7 +481,12 @@ impl Approver {
         if self.used.insert(claims.nonce, exp).is_some() {
             return Err(TokenError::Replayed);
         }
-        Ok(())
+        Ok(claims.cont.map(|c| c.state))
+    }
+
+    /// Whether `state` has the form of a token of this kind (mcpsum's, if its MAC checks).
+    pub fn is_token(state: &str) -> bool {
+        state.starts_with("mcpsum1.")
     }
 }
 
@@ -566,8 +613,20 @@ mod tests {
             a.check(&t, "mail", "delete", &d),
             Err(TokenError::WrongCall)
         );
-        assert_eq!(a.check(&t, "mail", "send", &d), Ok(()));
+        assert_eq!(a.check(&t, "mail", "send", &d), Ok(None));
         assert_eq!(a.check(&t, "mail", "send", &d), Err(TokenError::Replayed));
+        // A continuation carries the server's state (or its absence), bound the same way.
+        let c = a.mint_continuation("mail", "send", &d, Some("s-1".into()));
+        assert_eq!(
+            a.check(&c, "mail", "send", &other),
+            Err(TokenError::WrongCall)
+        );
+        assert_eq!(
+            a.check(&c, "mail", "send", &d),
+            Ok(Some(Some("s-1".into())))
+        );
+        let none = a.mint_continuation("mail", "send", &d, None);
+        assert_eq!(a.check(&none, "mail", "send", &d), Ok(Some(None)));
         let forged = t.replacen("mcpsum1.", "mcpsum1.00", 1);
         assert_eq!(
             a.check(&forged, "mail", "send", &d),

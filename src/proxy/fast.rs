@@ -119,6 +119,7 @@ impl Proxy {
                 started: Instant::now(),
                 retry,
                 client_caps,
+                approved: None,
             },
         );
         let line = m.text().as_bytes();

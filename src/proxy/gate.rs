@@ -39,6 +39,9 @@ pub(super) struct TaintGate {
     /// A taint this proxy saw but could not record in the session's state: it still counts
     /// here (fail closed).
     unrecorded: Option<TaintMark>,
+    /// The arguments of the approved call about to be forwarded (a 2026-07-28 client's): the
+    /// server's own questions on it may be answered without asking again.
+    pub(super) approved_call: Option<crate::lockfile::Sha256Digest>,
 }
 
 /// A legacy client's sink call, held until the person answers.
@@ -54,6 +57,18 @@ impl TaintGate {
     /// Whether an approval prompt waits for the person's answer.
     pub(super) fn prompts_open(&self) -> bool {
         !self.held.is_empty()
+    }
+
+    /// A continuation token for an approved call whose server asked questions of its own.
+    pub(super) fn continuation(
+        &self,
+        server: &str,
+        item: &str,
+        args: &crate::lockfile::Sha256Digest,
+        server_state: Option<String>,
+    ) -> String {
+        self.approver
+            .mint_continuation(server, item, args, server_state)
     }
 
     /// Whether the client's name is known (and recorded in the session).
@@ -75,6 +90,7 @@ impl TaintGate {
             client_known: false,
             client: None,
             unrecorded: None,
+            approved_call: None,
         })
     }
 
@@ -275,26 +291,56 @@ impl Proxy {
         message: &str,
         args: &crate::lockfile::Sha256Digest,
     ) -> Gate {
-        let p = params.clone().unwrap_or_else(|| json!({}));
+        let mut p = params.clone().unwrap_or_else(|| json!({}));
         let state = p.get("requestState").and_then(Value::as_str);
         let answer = p.get("inputResponses").and_then(|r| r.get(INPUT_KEY));
-        if let (Some(state), Some(answer)) = (state, answer) {
+        if let Some(state) = state
+            && (answer.is_some() || taint::Approver::is_token(state))
+        {
             // A retry: the state must be ours, unaltered, unused and for exactly this call.
-            if let Err(e) = self.taint.approver.check(state, &self.name, item, args) {
-                self.count(|a| a.refused += 1);
-                self.audit_approval(method, item, "refused", &e.to_string(), mark);
-                self.reply_error(
-                    id,
-                    codes::INVALID_PARAMS,
-                    &format!("mcpsum refused the approval: {e}; the call was not made"),
-                    None,
-                )
-                .await;
-                return Gate::Handled;
+            let carried = match self.taint.approver.check(state, &self.name, item, args) {
+                Ok(carried) => carried,
+                Err(e) => {
+                    self.count(|a| a.refused += 1);
+                    self.audit_approval(method, item, "refused", &e.to_string(), mark);
+                    self.reply_error(
+                        id,
+                        codes::INVALID_PARAMS,
+                        &format!("mcpsum refused the approval: {e}; the call was not made"),
+                        None,
+                    )
+                    .await;
+                    return Gate::Handled;
+                }
+            };
+            if let Some(server_state) = carried {
+                // The approved call again, with answers to the server's own questions: it goes
+                // on under the approval given, with the server's state put back.
+                self.audit_approval(
+                    method,
+                    item,
+                    "continue",
+                    "the approved call answers the server's own questions",
+                    mark,
+                );
+                if let Some(obj) = p.as_object_mut() {
+                    match server_state {
+                        Some(s) => obj.insert("requestState".into(), Value::String(s)),
+                        None => obj.remove("requestState"),
+                    };
+                }
+                self.taint.approved_call = Some(*args);
+                return Gate::Forward(Some(p));
             }
+            let Some(answer) = answer else {
+                self.count(|a| a.refused += 1);
+                self.reply_error(id, codes::INVALID_PARAMS, "mcpsum refused the approval: the retry carries no answer to its question; the call was not made", None).await;
+                return Gate::Handled;
+            };
             if taint::approves(answer) {
                 self.count(|a| a.accepted += 1);
                 self.audit_approval(method, item, "accept", "the person allowed the call", mark);
+                self.taint.approved_call = Some(*args);
                 return Gate::Forward(Some(strip_approval(p)));
             }
             self.count(|a| a.declined += 1);

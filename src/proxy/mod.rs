@@ -601,6 +601,9 @@ enum Pending {
         /// A 2026-07-28 client's declared capabilities, for a request to a 2026-07-28 server:
         /// the questions of an `input_required` answer must be ones the client accepts.
         client_caps: Option<Box<Value>>,
+        /// The arguments' digest of a sink call the person approved: the server's own
+        /// `requestState` on it is wrapped in a continuation token.
+        approved: Option<Box<crate::lockfile::Sha256Digest>>,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
@@ -1131,6 +1134,8 @@ impl Proxy {
         item: String,
         retry: Option<Box<Retry>>,
     ) {
+        // Taken whatever happens next: it belongs to this call only.
+        let approved = self.taint.approved_call.take().map(Box::new);
         if self.pending.len() >= MAX_IN_FLIGHT {
             return self
                 .refuse(
@@ -1187,6 +1192,7 @@ impl Proxy {
                 started: Instant::now(),
                 retry,
                 client_caps,
+                approved,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
@@ -1535,6 +1541,7 @@ impl Proxy {
                 started,
                 retry,
                 client_caps,
+                approved,
             } => {
                 let stream = self.streams.remove(&sid);
                 if let Some(caps) = client_caps
@@ -1569,6 +1576,21 @@ impl Proxy {
                 }
                 let mut out = json!({"jsonrpc": "2.0", "id": client_id});
                 let ok = if let Some(mut result) = obj.get("result").cloned() {
+                    if let Some(args) = approved
+                        && modern_client
+                        && result.get("resultType").and_then(Value::as_str)
+                            == Some("input_required")
+                        && let Some(r) = result.as_object_mut()
+                    {
+                        // The approved call's server asks questions of its own: its retry
+                        // carries the approval on, and the server's state inside mcpsum's.
+                        let state = r
+                            .get("requestState")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
+                        let token = self.taint.continuation(&self.name, &item, &args, state);
+                        r.insert("requestState".into(), Value::String(token));
+                    }
                     if let Some(r) = self.translate_result(&mut result, modern_client) {
                         out["error"] = r;
                         false

@@ -1455,6 +1455,78 @@ fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
     assert_eq!(tools, vec!["note", "read_page"]);
 }
 
+/// A 2026-07-28 sink that asks questions of its own after the person approved it: its retry goes
+/// on under that approval (the server's state travels inside mcpsum's), with no second prompt,
+/// and mcpsum's wrapper cannot be replayed.
+#[test]
+fn an_approved_modern_sink_may_ask_its_own_questions() {
+    let w = World::new();
+    let tr = w.transcript("web");
+    let sc = json!({"era": Era::Modern.scenario(), "transcript": tr,
+                    "tools": [tool("read_page"), tool("elicit_send")]});
+    let s = w.scenario("web", &sc);
+    w.lock_fake("web", &s, &[]).code(0);
+    set_policy(
+        &w,
+        "web",
+        &json!({"taint": {"sources": ["read_page"], "sinks": ["elicit_send"]}}),
+    );
+    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    let args = json!({"to": "a"});
+    let call = |state: &str, responses: Value| {
+        json!({"name": "elicit_send", "arguments": args, "requestState": state,
+               "inputResponses": responses})
+    };
+    let r = px.call("ask", "elicit_send", args.clone());
+    let token = r["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        r["result"]["inputRequests"][APPROVAL_KEY].is_object(),
+        "{r:#}"
+    );
+    // Approved: the server now asks its own question, under a state of mcpsum's.
+    let r = px.request(
+        "yes",
+        "tools/call",
+        call(&token, json!({APPROVAL_KEY: accept()})),
+        None,
+    );
+    assert_eq!(r["result"]["resultType"], "input_required", "{r:#}");
+    assert!(
+        r["result"]["inputRequests"].get(APPROVAL_KEY).is_none(),
+        "{r:#}"
+    );
+    let wrapped = r["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(wrapped.starts_with("mcpsum1."), "{r:#}");
+    let answer = json!({"input": {"action": "accept", "content": {"ok": true}}});
+    let (r, asked) = px.request_seen("more", "tools/call", call(&wrapped, answer.clone()), None);
+    assert!(asked.is_empty(), "no second prompt: {asked:#?}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r:#}");
+    let (err, text) = tool_text(&r);
+    assert!(!err && text.contains("input"), "{text}");
+    // The wrapper is spent.
+    let r = px.request("again", "tools/call", call(&wrapped, answer), None);
+    assert_state_refused(&r, "used");
+    px.finish();
+    let sent: Vec<Value> = calls(&tr)
+        .into_iter()
+        .filter(|(t, _)| t == "elicit_send")
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(sent.len(), 2, "the approved call and its retry: {sent:#?}");
+    let states: Vec<Value> = received(&tr)
+        .iter()
+        .filter(|m| m["params"]["name"] == "elicit_send")
+        .map(|m| m["params"]["requestState"].clone())
+        .collect();
+    assert_eq!(
+        states,
+        [Value::Null, json!("fake-state:elicit_send")],
+        "the server's own state came back to it"
+    );
+}
+
 #[test]
 fn proxies_of_one_session_count_approvals_under_the_file_lock() {
     const N: usize = 25;
