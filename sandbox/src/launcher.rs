@@ -582,7 +582,7 @@ mod tests {
             devices: vec![],
             egress,
             landlock_abi: 7,
-            seccomp: crate::plan::seccomp_table(&mode, 7),
+            seccomp: crate::plan::seccomp_table(&mode, 7, false),
             protected: vec![],
             env_names: vec!["TMPDIR".into()],
             parent_pid: 7,

@@ -382,7 +382,7 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
             required: 1,
             compensations: compensations(&req.policy.network, abi),
         },
-        seccomp: seccomp_table(&req.policy.network, abi),
+        seccomp: seccomp_table(&req.policy.network, abi, nix::unistd::geteuid().is_root()),
         protected: protected.clone(),
     })
 }
@@ -647,8 +647,9 @@ const S_IWOTH: u64 = 0o2;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 
-/// The seccomp table for a mode and Landlock ABI (design 5).
-pub fn seccomp_table(network: &NetworkMode, abi: u32) -> SeccompTable {
+/// The seccomp table for a mode and Landlock ABI (design 5); `root` when the server runs as
+/// root on the host (its owner may change any file's mode, so it may change none by path).
+pub fn seccomp_table(network: &NetworkMode, abi: u32, root: bool) -> SeccompTable {
     let mut eperm: Vec<SyscallRule> = [
         // other processes' memory
         "ptrace",
@@ -768,12 +769,19 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32) -> SeccompTable {
     }
     // Modes that hand a file to others: set-user-ID, set-group-ID, writable by anyone. A
     // server's own files need none of these, and a root server could plant a setuid binary.
+    // Landlock (below ABI 13) does not govern modes at all: a root server, which owns every
+    // file, may change no mode by path (only files it opened, with `fchmod`). A server running
+    // as a user can still change the other bits of that user's own files.
     for (name, mode_arg) in [
         ("chmod", 1),
         ("fchmod", 1),
         ("fchmodat", 2),
         ("fchmodat2", 2),
     ] {
+        if root && name != "fchmod" {
+            eperm.push(rule(name));
+            continue;
+        }
         eperm.push(SyscallRule {
             syscall: name.into(),
             any_of: [S_ISUID, S_ISGID, S_IWOTH]
@@ -943,7 +951,7 @@ mod tests {
                 required: 1,
                 compensations: compensations(&NetworkMode::None, 2),
             },
-            seccomp: seccomp_table(&NetworkMode::None, 2),
+            seccomp: seccomp_table(&NetworkMode::None, 2, nix::unistd::geteuid().is_root()),
             protected: req.policy.protected.clone(),
         };
         assert_eq!(got, expected);
@@ -1041,8 +1049,9 @@ mod tests {
 
     #[test]
     fn seccomp_table_per_mode() {
-        let none = seccomp_table(&NetworkMode::None, 7);
-        let egress = seccomp_table(&NetworkMode::Egress { allow: vec![] }, 2);
+        let none = seccomp_table(&NetworkMode::None, 7, false);
+        let egress = seccomp_table(&NetworkMode::Egress { allow: vec![] }, 2, false);
+        let root = seccomp_table(&NetworkMode::None, 7, true);
         let find = |t: &SeccompTable, n: &str| t.eperm.iter().find(|r| r.syscall == n).cloned();
         assert_eq!(find(&none, "socket"), Some(rule("socket")));
         assert_eq!(
@@ -1067,6 +1076,8 @@ mod tests {
                 vec![vec![ArgCmp::Ne(0, 0)]]
             );
             assert_eq!(find(t, "fchmodat").unwrap().any_of.len(), 3);
+            assert_eq!(find(&root, "fchmodat"), Some(rule("fchmodat")));
+            assert_eq!(find(&root, "fchmod").unwrap().any_of.len(), 3);
             for n in ["fchownat", "setxattr", "setxattrat", "shmget", "mq_open"] {
                 assert_eq!(find(t, n), Some(rule(n)), "{n}");
             }

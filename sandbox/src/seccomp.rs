@@ -201,12 +201,14 @@ mod tests {
     fn every_table_name_has_a_number_here() {
         for abi in [1, 7] {
             for mode in [NetworkMode::None, NetworkMode::Egress { allow: vec![] }] {
-                let t = crate::plan::seccomp_table(&mode, abi);
-                for r in t.eperm.iter().chain(&t.enosys) {
-                    assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
+                for root in [false, true] {
+                    let t = crate::plan::seccomp_table(&mode, abi, root);
+                    for r in t.eperm.iter().chain(&t.enosys) {
+                        assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
+                    }
+                    let c = compile(&t).unwrap();
+                    assert_eq!(c.programs.len(), 3);
                 }
-                let c = compile(&t).unwrap();
-                assert_eq!(c.programs.len(), 3);
             }
         }
     }

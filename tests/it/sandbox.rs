@@ -700,6 +700,9 @@ fn escape_battery(allow_mode: bool) {
         }
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
+            // Root owns every file: it may change no mode by path. (A user's server can still
+            // change the plain mode bits of that user's own files.)
+            refused(&res, "chmod_outside_plain", &acc, &ctx);
         }
         // Landlock refuses the link (EXDEV without the Refer right across, EACCES otherwise).
         refused(

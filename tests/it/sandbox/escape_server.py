@@ -123,6 +123,7 @@ def escape(a):
     )
     r["chmod_world_writable"] = attempt(lambda: os.chmod(a["lockfile"], 0o666))
     r["chmod_setuid"] = attempt(lambda: os.chmod(os.path.join(a["outside"], "secret.txt"), 0o4755))
+    r["chmod_outside_plain"] = attempt(lambda: os.chmod(os.path.join(a["outside"], "secret.txt"), 0o600))
     r["chown"] = attempt(lambda: os.chown(a["lockfile"], -1, -1))
     r["setxattr"] = attempt(lambda: os.setxattr(a["lockfile"], "user.mcpsum", b"x"))
     r["socketpair_dgram"] = attempt(
