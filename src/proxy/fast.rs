@@ -161,6 +161,10 @@ impl Proxy {
     /// A message from the server: the answer to a relayed call, or a notification.
     fn server_fast(&mut self, m: &Message<'_>) -> Option<Splice> {
         if let Some(method) = m.get("method") {
+            // A quarantined server's notifications are dropped on the general path.
+            if self.quarantine.is_some() {
+                return None;
+            }
             return notification_fast(m, method);
         }
         let sid = m.get("id")?.to_value()?.as_u64()?;

@@ -655,8 +655,9 @@ struct Round {
 struct Reread {
     items: Vec<Value>,
     cursors: std::collections::HashSet<String>,
-    /// When it began: a server that does not finish it in time is quarantined.
-    started: Instant,
+    /// When its last page was asked for: a server that does not answer a page within the
+    /// timeout (as `lock` bounds each list request) is quarantined.
+    asked: Instant,
     /// Another `list_changed` came while it ran (it may have read a page from before it).
     again: bool,
 }
@@ -1544,6 +1545,16 @@ impl Proxy {
                 approved,
             } => {
                 let stream = self.streams.remove(&sid);
+                if self.quarantine.is_some()
+                    && obj
+                        .get("result")
+                        .and_then(|r| r.get("resultType"))
+                        .and_then(Value::as_str)
+                        == Some("input_required")
+                {
+                    // Questions of a quarantined server reach no one.
+                    return self.refuse_quarantined(&client_id, &method).await;
+                }
                 if let Some(caps) = client_caps
                     && let Some(result) = obj.get("result")
                     && result.get("resultType").and_then(Value::as_str) == Some("input_required")
@@ -2144,7 +2155,7 @@ impl Proxy {
             Reread {
                 items: Vec::new(),
                 cursors: Default::default(),
-                started: Instant::now(),
+                asked: Instant::now(),
                 again: false,
             },
         );
@@ -2157,12 +2168,12 @@ impl Proxy {
         let late = self
             .rereads
             .iter()
-            .find(|(_, r)| r.started.elapsed() > self.reread_timeout)
+            .find(|(_, r)| r.asked.elapsed() > self.reread_timeout)
             .map(|(k, _)| *k);
         if let Some(kind) = late {
             self.rereads.clear();
             self.quarantine_now(&format!(
-                "the server announced a change of its {} and did not list them within {} s",
+                "the server announced a change of its {} and did not answer a page of them within {} s",
                 kind.plural(),
                 self.reread_timeout.as_secs()
             ));
@@ -2224,6 +2235,7 @@ impl Proxy {
                     .quarantine_now(&format!("the server repeated a {} cursor", kind.plural()));
             }
             let next = next.clone();
+            state.asked = Instant::now();
             self.rereads.insert(kind, state);
             return self.request_page(kind, Some(next)).await;
         }

@@ -958,6 +958,37 @@ fn drift_at_start_quarantines_every_request_but_the_handshake() {
     }
 }
 
+/// The re-read's deadline is per page, as `lock`'s: a server that pages slowly but answers
+/// every page in time, with an unchanged list, is not quarantined.
+#[test]
+fn a_slow_honest_reread_is_not_quarantined() {
+    let w = World::new();
+    let t = w.transcript("s");
+    let mut sc = full_scenario(Era::Legacy, &t);
+    sc["pageSize"] = json!(1);
+    // Announced after the first call: the same tools, each page 0.6 s late (2 pages > 1 s).
+    sc["drift"] = json!({"afterCalls": 1, "set": {"listDelayMs": 600}});
+    lock(&w, "s", &sc);
+    let mut px = Px::start_with(&w, "s", Era::Legacy, &["--timeout-secs", "1"], &[]);
+    px.hello();
+    let r = px.call(json!(1), "echo", json!({"k": "v"}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let r = px.call(json!(2), "echo", json!({"k": "w"}));
+    assert!(
+        r.get("result").is_some(),
+        "not quarantined: {r:#}\n{}",
+        px.stderr()
+    );
+    assert_eq!(px.finish(), 0);
+    assert!(!audit(&w).iter().any(|r| r["event"] == "quarantine"));
+    let lists = received_methods(&t)
+        .iter()
+        .filter(|m| *m == "tools/list")
+        .count();
+    assert!(lists >= 4, "the re-read paged: {lists} tools/list");
+}
+
 /// A 2026-07-28 server that no longer supports 2026-07-28 (it answers -32022, or its discover
 /// result leaves the version out) cannot be spoken to as locked: the proxy quarantines it and
 /// stays up, answering the handshake from the lock and -32002 to the rest.
@@ -1070,9 +1101,9 @@ fn drift_announced_but_never_listed_quarantines_after_the_timeout() {
         px.hello();
         let r = px.call(json!(1), "echo", json!({"k": "v"}));
         assert!(r.get("result").is_some(), "the first call works: {r:#}");
-        wait_quarantine(&mut px, "h", "did not list them within 1 s");
+        wait_quarantine(&mut px, "h", "did not answer a page of them within 1 s");
         let r = px.call(json!(2), "echo", json!({}));
-        assert_quarantined(&r, "h", "did not list them");
+        assert_quarantined(&r, "h", "did not answer a page");
         assert_eq!(px.finish(), 0);
         let calls = received(&t)
             .iter()
