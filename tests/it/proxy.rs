@@ -1105,11 +1105,11 @@ fn drift_announced_but_never_listed_quarantines_after_the_timeout() {
         let r = px.call(json!(2), "echo", json!({}));
         assert_quarantined(&r, "h", "did not answer a page");
         assert_eq!(px.finish(), 0);
-        let calls = received(&t)
-            .iter()
-            .filter(|m| m["method"] == "tools/call")
-            .count();
-        assert_eq!(calls, 1, "{server:?}: only the first call reached it");
+        assert_eq!(
+            tool_calls(&t).len(),
+            1,
+            "{server:?}: only the first call reached it"
+        );
     }
 }
 
@@ -2373,11 +2373,11 @@ fn modern_requests_without_a_proper_meta_are_refused() {
         "a proper request still works: {r:#}"
     );
     assert_eq!(px.finish(), 0);
-    let calls = received(&t)
-        .iter()
-        .filter(|m| m["method"] == "tools/call")
-        .count();
-    assert_eq!(calls, 1, "only the proper call reached the server");
+    assert_eq!(
+        tool_calls(&t).len(),
+        1,
+        "only the proper call reached the server"
+    );
 }
 
 /// A 2026-07-28 server's `input_required` answer to a 2026-07-28 client reaches the client only

@@ -104,6 +104,11 @@ fn received(transcript: &Path) -> Vec<Value> {
 }
 
 /// `(tool, arguments)` of every `tools/call` that reached the server.
+/// The names of the tools the fake server was called with, in order.
+fn tools_called(transcript: &Path) -> Vec<String> {
+    calls(transcript).into_iter().map(|(t, _)| t).collect()
+}
+
 fn calls(transcript: &Path) -> Vec<(String, Value)> {
     received(transcript)
         .into_iter()
@@ -1304,6 +1309,15 @@ fn raw_modern_refusal_after_a_prompt_has_result_type_complete() {
 }
 
 impl Raw {
+    /// Sends a call of the sink `send` as `id` and waits for the approval prompt it is held for.
+    #[track_caller]
+    fn hold_send(&mut self, id: &str, args: Value) -> Value {
+        self.send_request(id, "tools/call", json!({"name": "send", "arguments": args}));
+        self.next("elicitation/create", |m| {
+            m["method"] == "elicitation/create"
+        })
+    }
+
     fn send_request(&mut self, id: &str, method: &str, params: Value) {
         let params = self.params(params);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -1331,14 +1345,7 @@ fn legacy_client_cancelling_a_held_call_withdraws_the_prompt_and_nothing_is_sent
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
     let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
-    px.send_request(
-        "held",
-        "tools/call",
-        json!({"name": "send", "arguments": {"to": "x"}}),
-    );
-    let ask = px.next("elicitation/create", |m| {
-        m["method"] == "elicitation/create"
-    });
+    let ask = px.hold_send("held", json!({"to": "x"}));
     px.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": "held", "reason": "user stopped"}}),
@@ -1352,7 +1359,7 @@ fn legacy_client_cancelling_a_held_call_withdraws_the_prompt_and_nothing_is_sent
     let (err, text) = tool_text(&px.call("n", "note", json!({})));
     assert!(!err, "{text}");
     px.finish();
-    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    let tools = tools_called(&tr);
     assert_eq!(tools, vec!["read_page", "note"]);
 }
 
@@ -1371,14 +1378,7 @@ fn an_approval_given_after_the_server_was_quarantined_sends_nothing() {
     let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
-    px.send_request(
-        "held",
-        "tools/call",
-        json!({"name": "send", "arguments": {"to": "x"}}),
-    );
-    let ask = px.next("elicitation/create", |m| {
-        m["method"] == "elicitation/create"
-    });
+    let ask = px.hold_send("held", json!({"to": "x"}));
     let deadline = Instant::now() + Duration::from_secs(15);
     for n in 0.. {
         let r = px.call(&format!("n{n}"), "note", json!({}));
@@ -1451,7 +1451,7 @@ fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
         px.stderr()
     );
     px.finish();
-    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    let tools = tools_called(&tr);
     assert_eq!(tools, vec!["note", "read_page"]);
 }
 
@@ -1577,14 +1577,7 @@ fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held(
     let (err, text) = tool_text(&r);
     assert!(err && text.contains("did not allow"), "{text}");
     // While a call waits for the person, other calls are answered.
-    px.send_request(
-        "held",
-        "tools/call",
-        json!({"name": "send", "arguments": {"to": "held"}}),
-    );
-    let ask = px.next("elicitation/create", |m| {
-        m["method"] == "elicitation/create"
-    });
+    let ask = px.hold_send("held", json!({"to": "held"}));
     let (err, _) = tool_text(&px.call("n", "note", json!({"n": 1})));
     assert!(!err);
     px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept()}));
@@ -1592,7 +1585,7 @@ fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held(
     let (err, text) = tool_text(&r);
     assert!(!err && text.contains("held"), "{r:#}");
     px.finish();
-    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    let tools = tools_called(&tr);
     assert_eq!(tools, vec!["read_page", "note", "send"]);
     let d: Vec<String> = approvals(&w).into_iter().map(|(_, d)| d).collect();
     assert_eq!(d, vec!["asked", "error", "asked", "accept"]);
@@ -1721,7 +1714,7 @@ fn a_damaged_session_state_fails_closed() {
     // At start: a proxy with `policy.taint` will not run without its state.
     let r = w.run(&["proxy", "--name", "web"]);
     r.code(2).stderr_has(&["taint state"]);
-    let tools: Vec<String> = calls(&tr).into_iter().map(|(t, _)| t).collect();
+    let tools = tools_called(&tr);
     assert_eq!(tools, vec!["note"]);
 }
 
