@@ -2165,10 +2165,23 @@ impl Proxy {
     /// Quarantines the server if a re-read has run longer than the timeout: a server that
     /// announces a change and never shows the new list is treated as one that drifted.
     fn expire_rereads(&mut self) {
+        // A server still busy with a request older than the page (one that answers in order)
+        // gets until that one is answered.
+        let oldest_busy = self
+            .pending
+            .values()
+            .filter_map(|p| match p {
+                Pending::Client { started, .. } => Some(*started),
+                _ => None,
+            })
+            .min();
         let late = self
             .rereads
             .iter()
-            .find(|(_, r)| r.asked.elapsed() > self.reread_timeout)
+            .find(|(_, r)| {
+                r.asked.elapsed() > self.reread_timeout
+                    && oldest_busy.is_none_or(|busy| busy > r.asked)
+            })
             .map(|(k, _)| *k);
         if let Some(kind) = late {
             self.rereads.clear();

@@ -989,6 +989,39 @@ fn a_slow_honest_reread_is_not_quarantined() {
     assert!(lists >= 4, "the re-read paged: {lists} tools/list");
 }
 
+/// A server busy with a call from before the re-read gets until that call is answered: its
+/// page may come later than the timeout after the page was asked for.
+#[test]
+fn a_reread_behind_a_long_call_is_not_quarantined() {
+    let w = World::new();
+    let t = w.transcript("b");
+    let mut sc = full_scenario(Era::Legacy, &t);
+    sc["tools"] = json!([{"name": "echo", "inputSchema": {"type": "object"}},
+                         {"name": "slow", "inputSchema": {"type": "object"}}]);
+    sc["drift"] = json!({"afterCalls": 1, "set": {"listDelayMs": 1500}});
+    lock(&w, "b", &sc);
+    let mut px = Px::start_with(&w, "b", Era::Legacy, &["--timeout-secs", "1"], &[]);
+    px.hello();
+    // The long call is in flight when the echo's answer brings the change.
+    px.send_request(
+        json!("long"),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 3000}}),
+    );
+    let r = px.call(json!(1), "echo", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    let r = px.response(&json!("long"));
+    assert!(r.get("result").is_some(), "{r:#}");
+    let r = px.call(json!(2), "echo", json!({}));
+    assert!(
+        r.get("result").is_some(),
+        "not quarantined: {r:#}\n{}",
+        px.stderr()
+    );
+    assert_eq!(px.finish(), 0);
+    assert!(!audit(&w).iter().any(|r| r["event"] == "quarantine"));
+}
+
 /// A 2026-07-28 server that no longer supports 2026-07-28 (it answers -32022, or its discover
 /// result leaves the version out) cannot be spoken to as locked: the proxy quarantines it and
 /// stays up, answering the handshake from the lock and -32002 to the rest.
