@@ -334,7 +334,7 @@ impl Proxy {
             }
             let Some(answer) = answer else {
                 self.count(|a| a.refused += 1);
-                self.reply_error(id, codes::INVALID_PARAMS, "mcpsum refused the approval: the retry carries no answer to its question; the call was not made", None).await;
+                self.reply_error(id, codes::INVALID_PARAMS, &format!("mcpsum refused the approval: the retry carries no answer to mcpsum's question (`{INPUT_KEY}` in `inputResponses`); the call was not made, so call it again to be asked"), None).await;
                 return Gate::Handled;
             };
             if taint::approves(answer) {

@@ -210,13 +210,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             // request but the handshake gets -32002 until the client leaves.
             proxy.quarantine_now(&error.one_line());
             proxy.to_server.borrow_mut().attach(tokio::io::sink());
-            for input in early {
-                match input {
-                    Input::Line(line) => proxy.on_client_line(line).await,
-                    Input::TooLong(n, head) => proxy.client_too_long(n, &head).await,
-                    Input::Eof => {}
-                }
-            }
+            proxy.replay(early).await;
             loop {
                 proxy.write_now();
                 let busy = proxy.to_client.borrow().busy();
@@ -302,13 +296,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         proxy.open_listen().await;
     }
     // What the client sent while the server started, in order.
-    for input in early {
-        match input {
-            Input::Line(line) => proxy.on_client_line(line).await,
-            Input::TooLong(n, head) => proxy.client_too_long(n, &head).await,
-            Input::Eof => {}
-        }
-    }
+    proxy.replay(early).await;
 
     // Approval prompts that get no answer time out (the timer runs only while one is open).
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -527,7 +515,6 @@ impl Input {
     }
 }
 
-/// Starts the server in its locked era and reads its live surface.
 /// Why the server could not be started and read; `version_drop` when it no longer speaks the
 /// locked 2026-07-28 version (the proxy quarantines it then, rather than stopping).
 struct StartFailure {
@@ -535,6 +522,7 @@ struct StartFailure {
     version_drop: bool,
 }
 
+/// Starts the server in its locked era and reads its live surface.
 async fn start_server(
     launch: &crate::mcp::process::Launch,
     era: Era,
@@ -717,7 +705,9 @@ fn modern_meta_problem(method: &str, meta: Option<&Value>) -> Option<(i64, Strin
         Some(v) => {
             return Some((
                 codes::UNSUPPORTED_VERSION,
-                "unsupported protocol version".into(),
+                format!(
+                    "unsupported protocol version `{v}`: send {MODERN_VERSION}, or `initialize` for an earlier version"
+                ),
                 Some(json!({"supported": [MODERN_VERSION], "requested": v})),
             ));
         }
@@ -752,6 +742,17 @@ fn is_modern_request(params: Option<&Value>) -> bool {
 
 impl Proxy {
     // ----- start-up -----
+
+    /// Handles, in order, what the client sent while the server started.
+    async fn replay(&mut self, early: Vec<Input>) {
+        for input in early {
+            match input {
+                Input::Line(line) => self.on_client_line(line).await,
+                Input::TooLong(n, head) => self.client_too_long(n, &head).await,
+                Input::Eof => {}
+            }
+        }
+    }
 
     fn check_start(&mut self, live: &lockfile::Surface) {
         match drift::compare(&self.entry, live) {
@@ -1099,6 +1100,14 @@ impl Proxy {
                 rounds: 0,
             })
         })
+    }
+
+    /// Why a server's question to the client was not passed on.
+    fn undeclared(&self, method: &str) -> String {
+        format!(
+            "server `{}` asked for `{method}`, which the client did not declare; the call cannot complete with this client",
+            self.name
+        )
     }
 
     async fn refuse_quarantined(&self, id: &Value, method: &str) {
@@ -1545,33 +1554,31 @@ impl Proxy {
                 approved,
             } => {
                 let stream = self.streams.remove(&sid);
-                if self.quarantine.is_some()
-                    && obj
-                        .get("result")
-                        .and_then(|r| r.get("resultType"))
-                        .and_then(Value::as_str)
-                        == Some("input_required")
-                {
+                let input_required = obj
+                    .get("result")
+                    .and_then(|r| r.get("resultType"))
+                    .and_then(Value::as_str)
+                    == Some("input_required");
+                if input_required && self.quarantine.is_some() {
                     // Questions of a quarantined server reach no one.
                     return self.refuse_quarantined(&client_id, &method).await;
                 }
-                if let Some(caps) = client_caps
-                    && let Some(result) = obj.get("result")
-                    && result.get("resultType").and_then(Value::as_str) == Some("input_required")
-                    && let Some(method) = undeclared_question(&caps, result.get("inputRequests"))
+                if input_required
+                    && let Some(caps) = client_caps
+                    && let Some(asked) = undeclared_question(
+                        &caps,
+                        obj.get("result").and_then(|r| r.get("inputRequests")),
+                    )
                 {
-                    let msg = format!(
-                        "server `{}` asked for `{method}`, which the client did not declare",
-                        self.name
-                    );
-                    self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
+                    self.audit.note("refused", json!({"from": "server", "method": asked, "decision": "refuse", "reason": "the client did not declare this capability"}));
+                    let msg = self.undeclared(&asked);
                     return self
                         .reply_error(&client_id, codes::INTERNAL, &msg, None)
                         .await;
                 }
-                if let Some(retry) = retry
+                if input_required
+                    && let Some(retry) = retry
                     && let Some(result) = obj.get("result")
-                    && result.get("resultType").and_then(Value::as_str) == Some("input_required")
                 {
                     let round = Round {
                         client_id,
@@ -1587,10 +1594,9 @@ impl Proxy {
                 }
                 let mut out = json!({"jsonrpc": "2.0", "id": client_id});
                 let ok = if let Some(mut result) = obj.get("result").cloned() {
-                    if let Some(args) = approved
+                    if input_required
                         && modern_client
-                        && result.get("resultType").and_then(Value::as_str)
-                            == Some("input_required")
+                        && let Some(args) = approved
                         && let Some(r) = result.as_object_mut()
                     {
                         // The approved call's server asks questions of its own: its retry
@@ -2043,10 +2049,7 @@ impl Proxy {
         for (key, q) in questions {
             let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
             if !client_accepts(&caps, method, q.get("params")) {
-                let msg = format!(
-                    "server `{}` asked for `{method}`, which the client did not declare",
-                    self.name
-                );
+                let msg = self.undeclared(method);
                 return self.fail_round(n, &msg).await;
             }
             let ours = format!("mcpsum-{}", self.next_relay);
@@ -2162,8 +2165,9 @@ impl Proxy {
         self.request_page(kind, None).await;
     }
 
-    /// Quarantines the server if a re-read has run longer than the timeout: a server that
-    /// announces a change and never shows the new list is treated as one that drifted.
+    /// Quarantines the server if a re-read's page is late: asked for longer than the timeout
+    /// ago, with no older request still unanswered. A server that announces a change and never
+    /// shows the new list is treated as one that drifted.
     fn expire_rereads(&mut self) {
         // A server still busy with a request older than the page (one that answers in order)
         // gets until that one is answered.
