@@ -1,7 +1,7 @@
 //! A sequential MCP client over a server's stdio: era detection exactly as the lockfile format's
 //! "Protocol era" section says, and every page of every list.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -114,7 +114,12 @@ pub struct Connection {
     timeout: Duration,
     max_message: usize,
     progress: Option<Reporter>,
+    /// The rest of a batch the server sent (2025-03-26), not yet handled.
+    queued: VecDeque<Value>,
 }
+
+/// The one revision that allows JSON-RPC batches (each peer MUST accept them).
+pub const BATCH_VERSION: &str = "2025-03-26";
 
 /// What the handshake (legacy `initialize` or modern `server/discover`) told.
 #[derive(Debug, Clone)]
@@ -162,6 +167,7 @@ impl Connection {
             timeout: opts.timeout,
             max_message: opts.max_message,
             progress: opts.progress.clone(),
+            queued: VecDeque::new(),
         })
     }
 
@@ -235,37 +241,14 @@ impl Connection {
 
     async fn await_response(&mut self, id: u64, method: &str) -> Result<Value, ClientError> {
         loop {
-            let Some(stdout) = self.process.stdout.as_mut() else {
-                return Err(ClientError::Io(std::io::Error::other("stdout taken")));
+            let msg = match self.queued.pop_front() {
+                Some(msg) => msg,
+                None => self.read_message(method).await?,
             };
-            let frame = framing::read_frame(stdout, self.max_message)
-                .await
-                .map_err(ClientError::Io)?;
-            let line = match frame {
-                None => {
-                    return Err(ClientError::Exited {
-                        method: method.to_owned(),
-                        status: self.exit_status().await,
-                    });
-                }
-                Some(Frame::TooLong(n)) => {
-                    return Err(ClientError::Protocol(format!(
-                        "the server sent a message of {n} bytes while mcpsum waited for `{method}`; the limit is {} bytes",
-                        self.max_message
-                    )));
-                }
-                Some(Frame::Line(line)) => line,
-            };
-            let msg = crate::canonical::parse_strict_slice(&line).map_err(|e| {
-                ClientError::Protocol(format!(
-                    "the server wrote a line that is not JSON-RPC while mcpsum waited for `{method}` ({e}): {}",
-                    preview(&line)
-                ))
-            })?;
             let Some(obj) = msg.as_object() else {
                 return Err(ClientError::Protocol(format!(
-                    "the server wrote a JSON value that is not a JSON-RPC message: {}",
-                    preview(&line)
+                    "the server wrote a JSON value that is not a JSON-RPC message while mcpsum waited for `{method}`: {}",
+                    preview(&framing::encode(&msg))
                 )));
             };
             if let Some(m) = obj.get("method").and_then(Value::as_str) {
@@ -308,6 +291,57 @@ impl Connection {
                 ))
             });
         }
+    }
+
+    /// Reads the server's next message. A 2025-03-26 server may send a batch: its first
+    /// message is returned and the rest queued, in order.
+    async fn read_message(&mut self, method: &str) -> Result<Value, ClientError> {
+        let Some(stdout) = self.process.stdout.as_mut() else {
+            return Err(ClientError::Io(std::io::Error::other("stdout taken")));
+        };
+        let frame = framing::read_frame(stdout, self.max_message)
+            .await
+            .map_err(ClientError::Io)?;
+        let line = match frame {
+            None => {
+                return Err(ClientError::Exited {
+                    method: method.to_owned(),
+                    status: self.exit_status().await,
+                });
+            }
+            Some(Frame::TooLong(n)) => {
+                return Err(ClientError::Protocol(format!(
+                    "the server sent a message of {n} bytes while mcpsum waited for `{method}`; the limit is {} bytes",
+                    self.max_message
+                )));
+            }
+            Some(Frame::Line(line)) => line,
+        };
+        let msg = crate::canonical::parse_strict_slice(&line).map_err(|e| {
+            ClientError::Protocol(format!(
+                "the server wrote a line that is not JSON-RPC while mcpsum waited for `{method}` ({e}): {}",
+                preview(&line)
+            ))
+        })?;
+        match msg {
+            Value::Array(items) if self.version == BATCH_VERSION && !items.is_empty() => {
+                let mut items = items.into_iter();
+                let first = items.next().unwrap_or_default();
+                self.queued.extend(items);
+                Ok(first)
+            }
+            Value::Array(_) => Err(ClientError::Protocol(format!(
+                "the server sent a JSON-RPC batch while mcpsum waited for `{method}`; only protocol version {BATCH_VERSION} allows batches, and this link speaks {}: {}",
+                self.version,
+                preview(&line)
+            ))),
+            msg => Ok(msg),
+        }
+    }
+
+    /// What is left of a batch the server sent, for whoever reads the link next.
+    pub fn take_queued(&mut self) -> Vec<Value> {
+        self.queued.drain(..).collect()
     }
 
     /// The protocol version spoken on this link.

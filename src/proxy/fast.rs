@@ -43,8 +43,8 @@ impl Proxy {
     pub(super) async fn on_server_line(&mut self, line: Vec<u8>) {
         let mut scan = std::mem::take(&mut self.scan);
         let relay = match scan.message(&line) {
-            Ok(m) => self.server_fast(&m),
-            Err(_) => None,
+            Ok(m) if !self.batch_open() => self.server_fast(&m),
+            _ => None,
         };
         self.scan = scan;
         match relay {

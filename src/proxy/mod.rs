@@ -14,6 +14,7 @@
 //! messages of a call (request, answer, progress) are relayed from an envelope scan without
 //! building values (`fast.rs`); everything else is parsed whole.
 
+mod batch;
 mod fast;
 mod gate;
 mod outbox;
@@ -31,7 +32,7 @@ use crate::audit::AuditLog;
 use crate::drift::{self, Class};
 use crate::error::{Error, Exit, Result};
 use crate::lockfile::{self, Era, Kind, ServerEntry, Sha256Digest, canonical_items};
-use crate::mcp::client::{self, Options, with_modern_meta};
+use crate::mcp::client::{self, BATCH_VERSION, Options, with_modern_meta};
 use crate::mcp::envelope::Scan;
 use crate::mcp::framing::{self, Frame, LineReader};
 use crate::mcp::{
@@ -137,6 +138,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         audit,
         quarantine: None,
         client_legacy_caps: None,
+        client_version: None,
+        batches: RefCell::new(Vec::new()),
         next_server_id: 0,
         pending: IdMap::default(),
         next_relay: 0,
@@ -200,7 +203,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             _ = &mut signalled => break Err("signal while the server started"),
         }
     };
-    let (conn, live) = match outcome {
+    let (mut conn, live) = match outcome {
         Ok(Ok(started_server)) => started_server,
         Ok(Err(StartFailure {
             error,
@@ -269,12 +272,19 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     proxy.server_era = conn.era();
     proxy.server_version = conn.version().to_owned();
     proxy.next_server_id = conn.next_id();
+    // The rest of a batch the server sent during the start comes first.
+    let queued: Vec<u8> = conn
+        .take_queued()
+        .iter()
+        .flat_map(framing::encode)
+        .collect();
     let mut process = conn.process;
     let (Some(server_stdin), Some(server_out)) = (process.stdin.take(), process.stdout.take())
     else {
         return Err(Error::new("the server's stdio is gone"));
     };
-    let buffered = server_out.buffer().to_vec();
+    let mut buffered = queued;
+    buffered.extend_from_slice(server_out.buffer());
     let server_out = server_out.into_inner();
     // A large result passes in fewer reads and wake-ups through a larger pipe (best effort).
     // Only this one pipe, and not much larger: the kernel counts every pipe's size against a
@@ -659,6 +669,10 @@ struct Proxy {
     quarantine: Option<String>,
     /// Capabilities a legacy client declared in `initialize`.
     client_legacy_caps: Option<Value>,
+    /// The version a legacy client negotiated in `initialize`.
+    client_version: Option<String>,
+    /// The client's batches (2025-03-26) that wait for answers.
+    batches: RefCell<Vec<batch::Batch>>,
     next_server_id: u64,
     pending: IdMap<Pending>,
     next_relay: u64,
@@ -823,9 +837,8 @@ impl Proxy {
     // ----- sending -----
 
     async fn send_client(&self, msg: Value) {
-        self.to_client
-            .borrow_mut()
-            .push(Out::bytes(framing::encode(&msg)));
+        let answers = msg.get("method").is_none().then(|| msg.get("id")).flatten();
+        self.push_client(answers, framing::encode(&msg));
     }
 
     async fn send_server(&self, msg: Value) {
@@ -940,17 +953,24 @@ impl Proxy {
                 return;
             }
         };
-        let Value::Object(obj) = msg else {
-            self.drop_junk("client", "not a JSON-RPC object");
-            self.reply_error(
-                &Value::Null,
-                codes::INVALID_REQUEST,
-                "batches and non-object messages are not supported",
-                None,
-            )
-            .await;
-            return;
-        };
+        match msg {
+            Value::Object(obj) => self.client_object(obj).await,
+            Value::Array(items) => self.client_batch(items).await,
+            _ => {
+                self.drop_junk("client", "not a JSON-RPC object");
+                self.reply_error(
+                    &Value::Null,
+                    codes::INVALID_REQUEST,
+                    "a message must be a JSON-RPC object",
+                    None,
+                )
+                .await;
+            }
+        }
+    }
+
+    /// A client message that is one JSON-RPC object.
+    async fn client_object(&mut self, obj: Map<String, Value>) {
         let id = obj.get("id").cloned();
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         let params = obj.get("params").cloned();
@@ -1273,6 +1293,7 @@ impl Proxy {
         } else {
             LATEST_LEGACY
         };
+        self.client_version = Some(version.to_owned());
         self.client_legacy_caps = Some(
             params
                 .and_then(|p| p.get("capabilities"))
@@ -1367,6 +1388,7 @@ impl Proxy {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
+                self.batch_cancelled(&rid);
                 if self.cancel_held(&rid).await || self.end_legacy_stream(&rid).await {
                     return;
                 }
@@ -1505,9 +1527,27 @@ impl Proxy {
 
     /// The general path for a server message: parsed whole into a `Value`.
     async fn server_message(&mut self, line: &[u8]) {
-        let Ok(Value::Object(obj)) = crate::canonical::parse_strict_slice(line) else {
-            return self.drop_junk("server", "invalid JSON or not an object");
-        };
+        match crate::canonical::parse_strict_slice(line) {
+            Ok(Value::Object(obj)) => self.server_object(obj).await,
+            Ok(Value::Array(items))
+                if self.server_version == BATCH_VERSION && !items.is_empty() =>
+            {
+                for item in items {
+                    match item {
+                        Value::Object(obj) => self.server_object(obj).await,
+                        _ => self.drop_junk("server", "a batch member that is not an object"),
+                    }
+                }
+            }
+            Ok(Value::Array(_)) => {
+                self.drop_junk("server", "a batch outside protocol version 2025-03-26")
+            }
+            _ => self.drop_junk("server", "invalid JSON or not an object"),
+        }
+    }
+
+    /// A server message that is one JSON-RPC object.
+    async fn server_object(&mut self, obj: Map<String, Value>) {
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         match (method, obj.get("id").cloned()) {
             (Some(m), Some(id)) if !id.is_null() => {
@@ -1633,7 +1673,7 @@ impl Proxy {
                 let bytes = framing::encode(&out);
                 self.audit
                     .note_call(&method, &item, ok, started.elapsed(), bytes.len());
-                self.to_client.borrow_mut().push(Out::bytes(bytes));
+                self.push_client(Some(&client_id), bytes);
             }
         }
     }

@@ -2775,3 +2775,188 @@ fn quarantine_warning_cannot_drive_the_terminal() {
     assert!(text.contains("two tools share the name"), "{text}");
     crate::terminal::assert_clean("proxy quarantine (stderr)", &text);
 }
+
+// ----- JSON-RPC batches (2025-03-26 only) -----
+
+/// `initialize` at `version`; returns the negotiated version.
+#[track_caller]
+fn hello_at(px: &mut Px, version: &str) -> Value {
+    let r = px.request(
+        json!("init"),
+        "initialize",
+        json!({"protocolVersion": version, "capabilities": {},
+               "clientInfo": {"name": "batch-test", "version": "1"}}),
+    );
+    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    r["result"]["protocolVersion"].clone()
+}
+
+/// The next message that is a JSON array (a batch's answers), keeping the rest in `seen`.
+#[track_caller]
+fn batch_answer(px: &mut Px) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match px.recv(left) {
+            Some(Value::Array(a)) => return a,
+            Some(other) => px.seen.push(other),
+            None => panic!("no batch answer\n{:#?}\n{}", px.seen, px.stderr()),
+        }
+    }
+}
+
+/// The answer of `id` among a batch's answers.
+#[track_caller]
+fn answer_of<'a>(answers: &'a [Value], id: &Value) -> &'a Value {
+    let found: Vec<&Value> = answers.iter().filter(|a| &a["id"] == id).collect();
+    assert_eq!(found.len(), 1, "one answer for {id}: {answers:#?}");
+    found[0]
+}
+
+/// A client that negotiated 2025-03-26 may send batches (the one version that allows them):
+/// each member is handled as if it came alone, the answers come back together as one array
+/// (invalid members and `initialize` get -32600 in it), a batch of notifications is answered
+/// with nothing, an empty one with one -32600, and a cancelled member is not waited for.
+#[test]
+fn a_2025_03_26_client_batch_is_answered_with_one_array() {
+    let w = World::new();
+    let t = w.transcript("b");
+    lock(&w, "b", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "b", Era::Legacy);
+    assert_eq!(hello_at(&mut px, "2025-03-26"), json!("2025-03-26"));
+
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        {"jsonrpc": "2.0", "id": "e", "method": "tools/call",
+         "params": {"name": "echo", "arguments": {"k": 1}}},
+        7,
+        {"jsonrpc": "2.0", "id": 3, "method": "initialize",
+         "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                    "clientInfo": {"name": "x", "version": "1"}}},
+        {"jsonrpc": "2.0", "id": "p", "method": "prompts/get",
+         "params": {"name": "greet", "arguments": {"who": "you"}}}
+    ]);
+    px.send(&batch);
+    let answers = batch_answer(&mut px);
+    assert_eq!(answers.len(), 5, "{answers:#?}");
+    let tools = &answer_of(&answers, &json!(1))["result"]["tools"];
+    assert_eq!(tools.as_array().map(Vec::len), Some(4), "{answers:#?}");
+    assert_eq!(text_of(answer_of(&answers, &json!("e"))), r#"{"k": 1}"#);
+    assert_eq!(error_of(answer_of(&answers, &Value::Null))["code"], -32600);
+    let init = error_of(answer_of(&answers, &json!(3)));
+    assert_eq!(init["code"], -32600);
+    assert!(
+        init["message"].as_str().unwrap().contains("initialize"),
+        "{init}"
+    );
+    assert!(answer_of(&answers, &json!("p"))["result"]["messages"].is_array());
+    assert!(
+        !px.seen
+            .iter()
+            .any(|m| m.get("id").is_some() && m.get("method").is_none()),
+        "no answer of the batch came alone: {:#?}",
+        px.seen
+    );
+
+    // Only notifications: nothing comes back (the next message answers the ping after it).
+    px.send(&json!([{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}]));
+    px.send_request(json!("ping"), "ping", json!({}));
+    let next = px.recv(Duration::from_secs(30)).expect("the ping's answer");
+    assert_eq!(next["id"], json!("ping"), "{next:#}");
+
+    // An empty batch is one invalid request.
+    px.send_raw(b"[]\n");
+    let r = px.response(&Value::Null);
+    assert_eq!(error_of(&r)["code"], -32600, "{r:#}");
+
+    // A cancelled member gets no answer, and the batch does not wait for it.
+    px.send(&json!([
+        {"jsonrpc": "2.0", "id": "s", "method": "tools/call",
+         "params": {"name": "slow", "arguments": {"ms": 20000}}},
+        {"jsonrpc": "2.0", "id": "f", "method": "tools/call",
+         "params": {"name": "echo", "arguments": {}}}
+    ]));
+    wait_transcript(&t, "the slow call", |m| {
+        m.iter().any(|m| m["params"]["name"] == "slow")
+    });
+    px.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "s", "reason": "test"}}),
+    );
+    let answers = batch_answer(&mut px);
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert_eq!(answers[0]["id"], json!("f"));
+    assert_eq!(px.finish(), 0);
+    // Every member reached the server as a message of its own.
+    let calls = received(&t)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 3);
+}
+
+/// A batch from a client of any other version is one -32600 that names 2025-03-26, and none
+/// of its members is carried out.
+#[test]
+fn a_batch_outside_2025_03_26_is_refused_whole() {
+    let w = World::new();
+    let t = w.transcript("b");
+    lock(&w, "b", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "b", Era::Legacy);
+    assert_eq!(hello_at(&mut px, "2025-06-18"), json!("2025-06-18"));
+    px.send(
+        &json!([{"jsonrpc": "2.0", "id": "e", "method": "tools/call",
+                     "params": {"name": "echo", "arguments": {}}}]),
+    );
+    let r = px.response(&Value::Null);
+    let e = error_of(&r);
+    assert_eq!(e["code"], -32600, "{r:#}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("2025-03-26") && msg.contains("2025-06-18"),
+        "{msg}"
+    );
+    let r = px.call(json!(2), "echo", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    assert_eq!(px.finish(), 0);
+    let calls = received(&t)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 1, "only the call sent alone reached the server");
+}
+
+/// A server that speaks 2025-03-26 may send batches: `lock`, `verify` and the proxy take them
+/// apart like any other messages.
+#[test]
+fn a_2025_03_26_server_that_batches_its_answers_locks_verifies_and_proxies() {
+    let w = World::new();
+    let t = w.transcript("sb");
+    let mut scenario = full_scenario(Era::Legacy, &t);
+    scenario["legacyVersions"] = json!(["2025-03-26"]);
+    scenario["protocolVersion"] = json!("2025-03-26");
+    scenario["batchAnswers"] = json!(true);
+    scenario["pageSize"] = json!(1);
+    lock(&w, "sb", &scenario);
+    let entry = &w.lock_json()["servers"]["sb"];
+    assert_eq!(entry["protocolVersion"], json!("2025-03-26"), "{entry:#}");
+    assert_eq!(
+        entry["tools"].as_array().map(Vec::len),
+        Some(4),
+        "{entry:#}"
+    );
+    w.run(&["verify"]).code(0);
+
+    let mut px = Px::start(&w, "sb", Era::Legacy);
+    px.hello();
+    let r = px.call(json!("a"), "echo", json!({"x": 1}));
+    assert_eq!(text_of(&r), r#"{"x": 1}"#);
+    let r = px.request(
+        json!("g"),
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"who": "me"}}),
+    );
+    assert!(r["result"]["messages"].is_array(), "{r:#}");
+    assert_eq!(px.finish(), 0);
+}

@@ -58,6 +58,8 @@ clientRequestTimeoutMs
 transcript         path: append one JSON line per event: {"event":"start","pid","argv"},
                    {"event":"recv","msg":...} for every message read, {"event":"exit","code"}.
 verbose            true: log traffic summaries to stderr.
+batchAnswers       true: once initialize negotiated 2025-03-26 (the one version with JSON-RPC
+                   batches), every answer is sent as a batch: [notifications/message, answer].
 startDelayMs       sleep this long after start, before reading anything (a slow first start,
                    such as a package download by uvx or npx).
 listDelayMs        sleep this long before answering each page of a list.
@@ -253,6 +255,7 @@ class Server:
         self.out = sys.stdout.buffer
         self.first_seen = False
         self.legacy_session = False
+        self.batching = False
         self.calls = 0
         self.drift_done = False
         self.next_out_id = 0
@@ -317,6 +320,10 @@ class Server:
         if self.sc.get("verbose"):
             summary = obj.get("method") or ("error" if "error" in obj else "result")
             self.log(f"send {summary} id={obj.get('id')!r}")
+        if self.batching and "method" not in obj:
+            note = {"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "batched with an answer"}}
+            obj = [note, obj]
         self.write_bytes(dumps(obj).encode("utf-8"), b"\n")
 
     def send_padded(self, obj, pad_len):
@@ -566,6 +573,7 @@ class Server:
                 result["instructions"] = self.instructions()
             self.legacy_session = True
             self.reply(msg_id, method, result, modern=False)
+            self.batching = bool(self.sc.get("batchAnswers")) and version == "2025-03-26"
             return
         self.check_capability(method)
         if method in ("ping", "logging/setLevel"):
