@@ -2960,3 +2960,109 @@ fn a_2025_03_26_server_that_batches_its_answers_locks_verifies_and_proxies() {
     assert!(r["result"]["messages"].is_array(), "{r:#}");
     assert_eq!(px.finish(), 0);
 }
+
+/// Once a server is quarantined, what it sends of its own reaches no client: the log and
+/// progress notifications of a call that was in flight, and its request to the client (which
+/// the server gets refused). The calls in flight are still answered, so the client never hangs.
+#[test]
+fn a_quarantined_server_reaches_the_client_no_more() {
+    let w = World::new();
+    let t = w.transcript("q");
+    let mut sc = full_scenario(Era::Legacy, &t);
+    sc["tools"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "sample", "description": "Asks.", "inputSchema": {"type": "object"}}));
+    // Drift after the fifth call: two calls show what passes before, two are held over it.
+    sc["drift"] = json!({"afterCalls": 5, "set": {"tools": drifted_tools()}});
+    lock(&w, "q", &sc);
+    let mut px = Px::start(&w, "q", Era::Legacy);
+    px.request(
+        json!("init"),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}},
+               "clientInfo": {"name": "q-test", "version": "1"}}),
+    );
+    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Before the drift, all of it reaches the client.
+    px.request(
+        json!("s0"),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 10, "log": "early-log"},
+               "_meta": {"progressToken": "early-tok"}}),
+    );
+    px.send_request(
+        json!("a0"),
+        "tools/call",
+        json!({"name": "sample", "arguments": {}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ask = loop {
+        if let Some(i) = px
+            .seen
+            .iter()
+            .position(|m| m["method"] == "sampling/createMessage")
+        {
+            break px.seen.remove(i);
+        }
+        let msg = px.recv(deadline.saturating_duration_since(Instant::now()));
+        px.seen.push(msg.expect("the server's sampling request"));
+    };
+    px.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant",
+                    "content": {"type": "text", "text": "hi"}, "model": "m"}}),
+    );
+    px.response(&json!("a0"));
+    for (method, needle) in [
+        ("notifications/message", "early-log"),
+        ("notifications/progress", "early-tok"),
+    ] {
+        assert!(
+            px.seen
+                .iter()
+                .any(|m| m["method"] == method && m.to_string().contains(needle)),
+            "{method} before the drift: {:#?}",
+            px.seen
+        );
+    }
+    px.seen.clear();
+
+    px.send_request(
+        json!("s"),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 1500, "log": "late-log"},
+               "_meta": {"progressToken": "late-tok"}}),
+    );
+    px.send_request(
+        json!("a"),
+        "tools/call",
+        json!({"name": "sample", "arguments": {"delayMs": 1500}}),
+    );
+    wait_transcript(&t, "both held calls", |m| {
+        m.iter().filter(|m| m["method"] == "tools/call").count() == 4
+    });
+    let r = px.call(json!(1), "echo", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    wait_quarantine(&mut px, "q", "echo");
+
+    // The held calls are answered (whatever the answer) once the server is done with them.
+    px.response(&json!("s"));
+    px.response(&json!("a"));
+    let leaked: Vec<&Value> = px
+        .seen
+        .iter()
+        .filter(|m| {
+            m["method"] == "notifications/message"
+                || m["method"] == "notifications/progress"
+                || m["method"] == "sampling/createMessage"
+        })
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+    // The server's own request was refused, not left unanswered.
+    let msgs = received(&t);
+    let refused = msgs.iter().any(|m| {
+        m["id"].as_str().is_some_and(|id| id.starts_with("fake-")) && m.get("error").is_some()
+    });
+    assert!(refused, "{msgs:#?}");
+    assert_eq!(px.finish(), 0);
+}

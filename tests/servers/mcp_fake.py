@@ -107,11 +107,14 @@ else echo. A tool must be listed; an unknown tool gets -32602.
             with (/proc/self/environ when readable; never values)
   progress  with _meta.progressToken: 3 notifications/progress first; text "done"
   slow      sleep arguments.ms (default 1000) without blocking the reader; a
-            notifications/cancelled for it suppresses the answer
+            notifications/cancelled for it suppresses the answer. With arguments.log, then
+            send notifications/message (data = log) and, with _meta.progressToken, one
+            notifications/progress before answering
   big       text of arguments.bytes (default 1024) "x" characters, streamed
   error     isError result (text arguments.message or "fake tool error")
   sample / elicit / roots
-            legacy: send sampling/createMessage / elicitation/create / roots/list to the client,
+            legacy: after arguments.delayMs (default 0), send sampling/createMessage /
+            elicitation/create / roots/list to the client,
             then answer with its result as JSON text (an error answer or a timeout gives an
             isError result). Modern (MRTR): without the matching clientCapabilities key
             (sampling / elicitation / roots) -32021; otherwise resultType "input_required" with
@@ -851,6 +854,13 @@ class Server:
             elif cancel.wait(ms / 1000.0):
                 self.log(f"slow call {msg_id!r} cancelled; not answering")
                 return None
+            if "log" in args:
+                self.notify("notifications/message", {"level": "info", "data": args["log"]})
+                meta = params.get("_meta")
+                token = meta.get("progressToken") if isinstance(meta, dict) else None
+                if token is not None:
+                    self.notify("notifications/progress",
+                                {"progressToken": token, "progress": 1, "total": 1})
             return text(f"slept {int(ms)} ms")
         if behavior == "update":
             uri = args.get("uri")
@@ -872,6 +882,9 @@ class Server:
             method, req_params, cap = self.client_request(behavior, args)
             if modern:
                 return self.mrtr(name, params, method, req_params, cap)
+            delay = float(args.get("delayMs", 0)) / 1000.0
+            if delay > 0 and cancel is not None and cancel.wait(delay):
+                return None
             answer = self.ask_client(method, req_params, cancel)
             if answer is None:
                 return None
