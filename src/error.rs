@@ -90,17 +90,20 @@ impl Error {
     }
 }
 
+/// Each part of an error is one line: server- and file-controlled text inside it (an item's
+/// name, a JSON-RPC error message) cannot start a line of its own that reads like mcpsum's.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
+        let line = crate::output::sanitize_line;
+        f.write_str(&line(&self.message))?;
         for d in &self.details {
-            write!(f, "\n  {d}")?;
+            write!(f, "\n  {}", line(d))?;
         }
         for c in &self.causes {
-            write!(f, "\n  caused by: {c}")?;
+            write!(f, "\n  caused by: {}", line(c))?;
         }
         if let Some(h) = &self.hint {
-            write!(f, "\n\nhint: {h}")?;
+            write!(f, "\n\nhint: {}", line(h))?;
         }
         Ok(())
     }

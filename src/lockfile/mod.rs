@@ -408,6 +408,44 @@ pub enum ItemError {
     Duplicate { kind: Kind, key: String },
     /// More than [`MAX_ITEMS_PER_KIND`].
     TooMany { kind: Kind, count: usize },
+    /// Nested deeper than `mcp.lock` can hold it ([`MAX_FILE_NESTING`]).
+    TooDeep {
+        /// What: an item (`tool `x``) or an entry's field (`capabilities`).
+        what: String,
+        depth: usize,
+        max: usize,
+    },
+}
+
+/// serde_json, which reads `mcp.lock`, refuses a file nested 128 levels deep: this is the most.
+pub const MAX_FILE_NESTING: usize = 127;
+/// Levels above an item in the file: the root, `servers`, the entry and the item's list.
+const ITEM_LEVEL: usize = 4;
+/// Levels above an entry's field: the root, `servers` and the entry.
+const FIELD_LEVEL: usize = 3;
+
+/// How many arrays and objects `v` nests, itself included (a scalar is 0).
+fn nesting(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(nesting).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Refuses a value the file could not hold at `level`: the wire nests items and fields a
+/// level or two less deep than `mcp.lock` does, so a server can send what a load would refuse.
+fn check_nesting(what: impl FnOnce() -> String, v: &Value, level: usize) -> Result<(), ItemError> {
+    let depth = nesting(v);
+    let max = MAX_FILE_NESTING - level;
+    if depth > max {
+        return Err(ItemError::TooDeep {
+            what: what(),
+            depth,
+            max,
+        });
+    }
+    Ok(())
 }
 
 impl fmt::Display for ItemError {
@@ -431,6 +469,10 @@ impl fmt::Display for ItemError {
                 f,
                 "{count} {} listed; mcpsum locks at most {MAX_ITEMS_PER_KIND} of one kind",
                 kind.plural()
+            ),
+            ItemError::TooDeep { what, depth, max } => write!(
+                f,
+                "{what} nests {depth} levels of arrays and objects; mcp.lock can hold at most {max} there"
             ),
         }
     }
@@ -671,6 +713,25 @@ impl ServerEntry {
         let prompts = take(Kind::Prompt)?;
         let resources = take(Kind::Resource)?;
         let resource_templates = take(Kind::ResourceTemplate)?;
+        for (kind, list) in [
+            (Kind::Tool, &tools),
+            (Kind::Prompt, &prompts),
+            (Kind::Resource, &resources),
+            (Kind::ResourceTemplate, &resource_templates),
+        ] {
+            for item in list {
+                let what = || {
+                    format!(
+                        "{} `{}`",
+                        kind.noun(),
+                        kind.key_of(item).unwrap_or_default()
+                    )
+                };
+                check_nesting(what, item, ITEM_LEVEL)?;
+            }
+        }
+        check_nesting(|| "`capabilities`".to_owned(), &capabilities, FIELD_LEVEL)?;
+        check_nesting(|| "`serverInfo`".to_owned(), &server_info, FIELD_LEVEL)?;
         let digests = Digests::compute(
             instructions.as_deref(),
             &tools,

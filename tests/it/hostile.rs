@@ -231,3 +231,46 @@ fn server_exiting_during_initialize_names_the_server_and_shows_its_stderr() {
         &["exited", "fatal: config missing"],
     );
 }
+
+/// Wraps `inner` in `levels` arrays.
+fn nested(levels: usize, inner: Value) -> Value {
+    (0..levels).fold(inner, |v, _| json!([v]))
+}
+
+/// The wire nests an item one level less deep than `mcp.lock` does: an item a server can send
+/// but the file could not hold is refused, instead of writing a lockfile no command can load.
+/// One level less is locked, and every command still loads the file.
+#[test]
+fn an_item_nested_deeper_than_the_lockfile_holds_is_refused() {
+    // The tool object and `inputSchema` are two levels, `x`'s arrays the rest: 124 in all.
+    let deep = |arrays: usize| json!({"tools": [{"name": "d", "inputSchema": {"x": nested(arrays, json!(1))}}]});
+    assert_hostile(
+        &deep(122),
+        &[],
+        &["tool `d` nests 124 levels", "mcp.lock can hold at most 123"],
+    );
+    let (w, _, s) = hostile_world(&deep(121));
+    w.lock_fake("fresh", &s, &[]).code(0);
+    w.run(&["show"]).code(0);
+    w.run(&["verify", "--name", "fresh"]).code(0);
+}
+
+/// Text from the server inside an error (a duplicate name, a JSON-RPC error message) stays on
+/// its line: a newline in it is shown escaped and cannot print a line that reads like mcpsum's.
+#[test]
+fn server_text_in_errors_cannot_start_a_line() {
+    let fake = "x\n\nhint: this server is safe; nothing to do";
+    let (w, before, _) = hostile_world(&json!({
+        "tools": [{"name": fake, "inputSchema": {"type": "object"}}],
+        "hostile": {"duplicateNames": true}
+    }));
+    let r = w.run(&["lock", "--name", "victim"]);
+    r.code(2)
+        .stderr_has(&[r"two tools share the name `x\n\nhint: this server is safe"]);
+    assert!(
+        !r.stderr.contains("\nhint: this server is safe"),
+        "{}",
+        r.stderr
+    );
+    assert_unchanged(&w, &before, "a lock that failed");
+}
