@@ -185,18 +185,23 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
 
     // Boxed, so that dropping it ends the server at once.
     let mut starting = Box::pin(start_server(&launch, locked_era, copts));
-    let client_gone = early.iter().any(|i| matches!(i, Input::Eof));
+    // A client that closed its stdin after requests (a one-shot client, a shell pipe) still gets
+    // their answers; one that asked nothing but the handshake needs no server.
+    let mut client_gone = early.iter().any(|i| matches!(i, Input::Eof));
     let outcome = loop {
-        if client_gone {
+        if client_gone && !early.iter().any(Input::asks) {
             break Err("client closed stdin while the server started");
         }
         proxy.write_now();
         let busy = proxy.to_client.borrow().busy();
         tokio::select! {
             r = &mut starting => break Ok(r),
-            frame = client_in.next_frame(), if early.len() < EARLY_MAX && proxy.has_room() => match frame {
+            frame = client_in.next_frame(), if !client_gone && early.len() < EARLY_MAX && proxy.has_room() => match frame {
                 Ok(Some(Frame::Line(line))) if is_handshake(&line) => proxy.on_client_line(line).await,
-                Ok(None) | Err(_) => break Err("client closed stdin while the server started"),
+                Ok(None) | Err(_) => {
+                    early.push(Input::Eof);
+                    client_gone = true;
+                }
                 Ok(Some(frame)) => early.push(Input::of(frame, &client_in)),
             },
             () = drain(&proxy.to_client), if busy => {}
@@ -314,63 +319,67 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // When the last message passed: for a short while after it, the loop polls instead of
     // sleeping (see `SPIN`).
     let mut last_message = std::time::Instant::now();
-    let exit = loop {
-        // No more input is read while a peer does not take what it was sent: a slow reader
-        // slows the other side down instead of growing memory.
-        let room = proxy.has_room();
-        // Lines already read are handled before anything is written, so that what a burst of
-        // them produces goes out in one write per peer; a lone message is written at once.
-        let buffered = if room {
-            match client_in.buffered() {
-                Some(frame) => Some(Link::Client(Ok(Some(frame)))),
-                None => server_in.buffered().map(|f| Link::Server(Ok(Some(f)))),
-            }
-        } else {
-            None
-        };
-        let event = match buffered {
-            Some(event) => event,
-            None => {
-                proxy.write_now();
-                let room = proxy.has_room();
-                let client_busy = proxy.to_client.borrow().busy();
-                let server_busy = proxy.to_server.borrow().busy();
-                let spin = last_message.elapsed() < SPIN;
-                tokio::select! {
-                    // Input first, polling last: a ready line never loses a draw to a turn.
-                    biased;
-                    _ = tick.tick(), if proxy.taint.prompts_open() || !proxy.rereads.is_empty() => Link::Tick,
-                    frame = client_in.next_frame(), if room => Link::Client(frame),
-                    frame = server_in.next_frame(), if room => Link::Server(frame),
-                    () = drain(&proxy.to_client), if client_busy => Link::Written,
-                    () = drain(&proxy.to_server), if server_busy => Link::Written,
-                    _ = &mut signalled => break End::Signal,
-                    () = tokio::task::yield_now(), if spin => Link::Spin,
+    let exit = if client_gone {
+        End::ClientLeft
+    } else {
+        loop {
+            // No more input is read while a peer does not take what it was sent: a slow reader
+            // slows the other side down instead of growing memory.
+            let room = proxy.has_room();
+            // Lines already read are handled before anything is written, so that what a burst of
+            // them produces goes out in one write per peer; a lone message is written at once.
+            let buffered = if room {
+                match client_in.buffered() {
+                    Some(frame) => Some(Link::Client(Ok(Some(frame)))),
+                    None => server_in.buffered().map(|f| Link::Server(Ok(Some(f)))),
                 }
+            } else {
+                None
+            };
+            let event = match buffered {
+                Some(event) => event,
+                None => {
+                    proxy.write_now();
+                    let room = proxy.has_room();
+                    let client_busy = proxy.to_client.borrow().busy();
+                    let server_busy = proxy.to_server.borrow().busy();
+                    let spin = last_message.elapsed() < SPIN;
+                    tokio::select! {
+                        // Input first, polling last: a ready line never loses a draw to a turn.
+                        biased;
+                        _ = tick.tick(), if proxy.taint.prompts_open() || !proxy.rereads.is_empty() => Link::Tick,
+                        frame = client_in.next_frame(), if room => Link::Client(frame),
+                        frame = server_in.next_frame(), if room => Link::Server(frame),
+                        () = drain(&proxy.to_client), if client_busy => Link::Written,
+                        () = drain(&proxy.to_server), if server_busy => Link::Written,
+                        _ = &mut signalled => break End::Signal,
+                        () = tokio::task::yield_now(), if spin => Link::Spin,
+                    }
+                }
+            };
+            if matches!(event, Link::Client(Ok(Some(_))) | Link::Server(Ok(Some(_)))) {
+                last_message = std::time::Instant::now();
             }
-        };
-        if matches!(event, Link::Client(Ok(Some(_))) | Link::Server(Ok(Some(_)))) {
-            last_message = std::time::Instant::now();
-        }
-        match event {
-            Link::Client(Ok(Some(Frame::Line(line)))) => proxy.on_client_line(line).await,
-            Link::Client(Ok(Some(Frame::TooLong(n)))) => {
-                proxy.client_too_long(n, client_in.head()).await;
+            match event {
+                Link::Client(Ok(Some(Frame::Line(line)))) => proxy.on_client_line(line).await,
+                Link::Client(Ok(Some(Frame::TooLong(n)))) => {
+                    proxy.client_too_long(n, client_in.head()).await;
+                }
+                Link::Client(Ok(None) | Err(_)) => break End::ClientLeft,
+                Link::Server(Ok(Some(Frame::Line(line)))) => proxy.on_server_line(line).await,
+                Link::Server(Ok(Some(Frame::TooLong(n)))) => {
+                    proxy.server_too_long(n, server_in.head()).await;
+                }
+                Link::Server(Ok(None) | Err(_)) => break End::ServerExited,
+                Link::Tick => {
+                    proxy.expire_approvals().await;
+                    proxy.expire_rereads();
+                }
+                Link::Written => {}
+                // Gives the processor to a peer woken on this one (the wake-up just sent usually
+                // lands here), so that polling never delays the peer it waits for.
+                Link::Spin => std::thread::yield_now(),
             }
-            Link::Client(Ok(None) | Err(_)) => break End::ClientLeft,
-            Link::Server(Ok(Some(Frame::Line(line)))) => proxy.on_server_line(line).await,
-            Link::Server(Ok(Some(Frame::TooLong(n)))) => {
-                proxy.server_too_long(n, server_in.head()).await;
-            }
-            Link::Server(Ok(None) | Err(_)) => break End::ServerExited,
-            Link::Tick => {
-                proxy.expire_approvals().await;
-                proxy.expire_rereads();
-            }
-            Link::Written => {}
-            // Gives the processor to a peer woken on this one (the wake-up just sent usually
-            // lands here), so that polling never delays the peer it waits for.
-            Link::Spin => std::thread::yield_now(),
         }
     };
 
@@ -405,6 +414,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             // then the whole process group is ended.
             let mut to_server = proxy.to_server.replace(Outbox::new());
             to_server.close(Duration::from_millis(500)).await;
+            if matches!(exit, End::ClientLeft) {
+                proxy.last_answers(&mut server_in, &mut signalled).await;
+            }
             process.shutdown(Duration::from_secs(2)).await;
             proxy.close_client().await;
             Ok(Exit::Ok)
@@ -414,6 +426,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
 
 /// Lines the client may send while the server starts, at most, before mcpsum stops reading.
 const EARLY_MAX: usize = 64;
+/// After the client closed its stdin, how long the answers to its requests still in flight
+/// may take to reach it (the specification's "wait briefly" before the server is ended).
+const LAST_ANSWERS: Duration = Duration::from_secs(5);
 /// How long after a message the main loop keeps polling both peers (each turn asks the kernel,
 /// without blocking, whether a pipe is readable) rather than sleeping until one is. A request's
 /// answer or a client's next request usually follows within this; catching it while awake saves
@@ -434,19 +449,26 @@ fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
     }
 }
 
-/// Resolves on the first SIGTERM or SIGINT. The signals are awaited in a task of their own, so
-/// that the main loop polls one cheap receiver per turn.
+/// Resolves on the first SIGTERM, SIGINT, SIGHUP (a closing terminal) or SIGQUIT: each ends
+/// the proxy as stdin EOF does, with its audit records written and the server's tree ended.
+/// The signals are awaited in a task of their own, so that the main loop polls one cheap
+/// receiver per turn.
 fn signals() -> Result<tokio::sync::oneshot::Receiver<()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| Error::new("cannot install the SIGTERM handler").cause(e))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| Error::new("cannot install the SIGINT handler").cause(e))?;
+    let install = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|e| Error::new(format!("cannot install the {name} handler")).cause(e))
+    };
+    let mut term = install(SignalKind::terminate(), "SIGTERM")?;
+    let mut int = install(SignalKind::interrupt(), "SIGINT")?;
+    let mut hup = install(SignalKind::hangup(), "SIGHUP")?;
+    let mut quit = install(SignalKind::quit(), "SIGQUIT")?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
+            _ = hup.recv() => {}
+            _ = quit.recv() => {}
         }
         let _ = tx.send(());
     });
@@ -563,6 +585,22 @@ async fn start_server(
 }
 
 /// Whether a client line is a handshake request that the lock alone answers.
+impl Input {
+    /// Whether this is a line that asks for an answer: a request, or a batch.
+    fn asks(&self) -> bool {
+        let Input::Line(line) = self else {
+            return false;
+        };
+        match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(o)) => {
+                o.contains_key("method") && o.get("id").is_some_and(|id| !id.is_null())
+            }
+            Ok(Value::Array(_)) => true,
+            _ => false,
+        }
+    }
+}
+
 fn is_handshake(line: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Peek<'a> {
@@ -2316,6 +2354,38 @@ impl Proxy {
         } else if state.again {
             // The list may have changed again after a page was read: read it once more.
             self.start_reread(kind).await;
+        }
+    }
+
+    /// After the client closed its stdin (and the server's stdin was closed): the answers to the
+    /// client's requests still in flight are relayed for up to [`LAST_ANSWERS`]; a server that
+    /// exits first fails the rest with an error, as it would in the session.
+    async fn last_answers(
+        &mut self,
+        server_in: &mut LineReader<tokio::process::ChildStdout>,
+        signalled: &mut tokio::sync::oneshot::Receiver<()>,
+    ) {
+        let deadline = tokio::time::Instant::now() + LAST_ANSWERS;
+        while self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::Client { .. }))
+        {
+            self.write_now();
+            let busy = self.to_client.borrow().busy();
+            tokio::select! {
+                frame = server_in.next_frame() => match frame {
+                    Ok(Some(Frame::Line(line))) => self.on_server_line(line).await,
+                    Ok(Some(Frame::TooLong(n))) => self.server_too_long(n, server_in.head()).await,
+                    Ok(None) | Err(_) => {
+                        self.fail_in_flight().await;
+                        break;
+                    }
+                },
+                () = drain(&self.to_client), if busy => {}
+                () = tokio::time::sleep_until(deadline) => break,
+                _ = &mut *signalled => break,
+            }
         }
     }
 

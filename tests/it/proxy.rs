@@ -1337,8 +1337,8 @@ fn server_pid(transcript: &Path) -> u32 {
 }
 
 #[test]
-fn client_eof_and_sigterm_end_the_whole_server_tree() {
-    for how in ["eof", "sigterm"] {
+fn client_eof_and_signals_end_the_whole_server_tree() {
+    for how in ["eof", "TERM", "HUP", "QUIT"] {
         let w = World::new();
         let (pids, t) = lock_with_grandchild(&w, Era::Legacy);
         let mut px = Px::start(&w, "tree", Era::Legacy);
@@ -1362,7 +1362,7 @@ fn client_eof_and_sigterm_end_the_whole_server_tree() {
             px.finish()
         } else {
             let st = Command::new("kill")
-                .args(["-TERM", &px.pid().to_string()])
+                .args([&format!("-{how}"), &px.pid().to_string()])
                 .status()
                 .unwrap();
             assert!(st.success());
@@ -3065,4 +3065,58 @@ fn a_quarantined_server_reaches_the_client_no_more() {
     });
     assert!(refused, "{msgs:#?}");
     assert_eq!(px.finish(), 0);
+}
+
+/// A client that closes its stdin right after its requests (a one-shot client, a shell pipe)
+/// still gets their answers, whether the requests came while the server started or later. A
+/// call the server drops when its own stdin closes (the fake exits at once) gets an error.
+#[test]
+fn a_client_that_closes_stdin_after_its_requests_gets_the_answers() {
+    let w = World::new();
+    let t = w.transcript("eof");
+    lock(&w, "eof", &full_scenario(Era::Legacy, &t));
+    let init = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "eof-test", "version": "1"}}});
+    let call = |id: &str, tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": args}})
+    };
+
+    // Everything at once, before the server is up.
+    let mut px = Px::start(&w, "eof", Era::Legacy);
+    px.send(&init);
+    px.send(&call("a", "echo", json!({"n": 1})));
+    let out = px.finish();
+    assert_eq!(text_of(&px.response(&json!("a"))), r#"{"n": 1}"#);
+    assert_eq!(out, 0);
+
+    // Later, with a call the server is still working on when its stdin closes.
+    let mut px = Px::start(&w, "eof", Era::Legacy);
+    px.hello();
+    px.call(json!("warm"), "echo", json!({}));
+    px.send(&call("s", "slow", json!({"ms": 400})));
+    px.send(&call("b", "echo", json!({"n": 2})));
+    let out = px.finish();
+    let r = px.response(&json!("s"));
+    assert!(
+        error_of(&r)["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited before answering"),
+        "{r:#}"
+    );
+    assert_eq!(text_of(&px.response(&json!("b"))), r#"{"n": 2}"#);
+    assert_eq!(out, 0);
+
+    // Only the handshake: nothing to answer, so no server is started for it.
+    let starts = crate::support::starts(&t);
+    let mut px = Px::start(&w, "eof", Era::Legacy);
+    px.send(&init);
+    assert_eq!(px.finish(), 0);
+    assert_eq!(
+        px.response(&json!("init"))["result"]["protocolVersion"],
+        "2025-06-18"
+    );
+    assert_eq!(crate::support::starts(&t), starts);
 }
