@@ -32,6 +32,8 @@ pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key: client identity of a 2026-07-28 request.
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key: the log level a 2026-07-28 request asks for (`notifications/message` while it runs).
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// `_meta` key: server identity in a 2026-07-28 result.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 

@@ -63,6 +63,10 @@ impl Proxy {
             _ => return None,
         };
         let id = m.get("id").filter(|id| !id.is_null())?;
+        // The general path answers an invalid envelope.
+        if &*m.get("jsonrpc")?.as_str()? != "2.0" || !super::valid_id(&id.to_value()?) {
+            return None;
+        }
         if self.quarantine.is_some()
             || !self.taint.client_known()
             || self.pending.len() >= MAX_IN_FLIGHT
@@ -170,10 +174,19 @@ impl Proxy {
         let sid = m.get("id")?.to_value()?.as_u64()?;
         // An `input_required` answer (to a legacy client's call: its retry is kept) is not
         // `complete`, so it goes to the general path below, which runs the input round.
-        let Some(Pending::Client { modern_client, .. }) = self.pending.get(&sid) else {
+        let Some(Pending::Client {
+            modern_client,
+            method,
+            ..
+        }) = self.pending.get(&sid)
+        else {
             return None;
         };
         let modern_client = *modern_client;
+        if modern_client && self.server_era == Era::Legacy && method == "resources/read" {
+            // It gains the caching fields on the general path.
+            return None;
+        }
         let (result, error) = (m.get("result"), m.get("error"));
         let mut drop_fields: &[&str] = &[];
         let mut add_type = false;

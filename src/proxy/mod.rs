@@ -36,7 +36,8 @@ use crate::mcp::client::{self, BATCH_VERSION, Options, with_modern_meta};
 use crate::mcp::envelope::Scan;
 use crate::mcp::framing::{self, Frame, LineReader};
 use crate::mcp::{
-    LATEST_LEGACY, LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSION, codes,
+    LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION, MODERN_VERSION,
+    codes,
 };
 use crate::output;
 
@@ -139,6 +140,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         quarantine: None,
         client_legacy_caps: None,
         client_version: None,
+        log_level: None,
         batches: RefCell::new(Vec::new()),
         next_server_id: 0,
         pending: IdMap::default(),
@@ -601,6 +603,23 @@ impl Input {
     }
 }
 
+/// Whether `id` is a JSON-RPC id as MCP allows it: a string or an integer (any number with an
+/// integral value, so `1e3` and integers beyond 64 bits too; they are echoed as read).
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.as_f64().is_some_and(|f| f.fract() == 0.0)
+}
+
+/// What makes a request or notification from the client invalid JSON-RPC, if anything.
+fn envelope_problem(obj: &Map<String, Value>) -> Option<&'static str> {
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some("invalid request: `jsonrpc` must be \"2.0\"");
+    }
+    if obj.get("id").is_some_and(|id| !valid_id(id)) {
+        return Some("invalid request: an id must be a string or an integer");
+    }
+    None
+}
+
 fn is_handshake(line: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Peek<'a> {
@@ -709,6 +728,9 @@ struct Proxy {
     client_legacy_caps: Option<Value>,
     /// The version a legacy client negotiated in `initialize`.
     client_version: Option<String>,
+    /// The level a legacy client set with `logging/setLevel`, for a 2026-07-28 server (which
+    /// takes it on every request).
+    log_level: Option<Value>,
     /// The client's batches (2025-03-26) that wait for answers.
     batches: RefCell<Vec<batch::Batch>>,
     next_server_id: u64,
@@ -743,6 +765,15 @@ struct Proxy {
     /// Taint labels, the session's shared state and pending approvals (I6).
     taint: gate::TaintGate,
 }
+
+/// Requests of the legacy era that 2026-07-28 removed: a request in that era gets -32601 for
+/// them, as from a server of that era (`initialize` is the legacy handshake and answered as such).
+const REMOVED_IN_MODERN: [&str; 4] = [
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
 
 /// What is wrong with a 2026-07-28 request's `_meta` (a request that names a version, or
 /// uses a method of that era only): the error code, message and data to answer with.
@@ -1011,6 +1042,18 @@ impl Proxy {
     async fn client_object(&mut self, obj: Map<String, Value>) {
         let id = obj.get("id").cloned();
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+        if method.is_some()
+            && let Some(why) = envelope_problem(&obj)
+        {
+            self.drop_junk("client", why);
+            // A request is answered (with id null if its own is unusable); a notification is not.
+            if let Some(id) = id {
+                let id = if valid_id(&id) { id } else { Value::Null };
+                self.reply_error(&id, codes::INVALID_REQUEST, why, None)
+                    .await;
+            }
+            return;
+        }
         let params = obj.get("params").cloned();
         match (method, id) {
             (Some(method), Some(id)) if !id.is_null() => {
@@ -1032,6 +1075,12 @@ impl Proxy {
             return self.reply_error(id, code, &message, data).await;
         }
         let modern = is_modern_request(params.as_ref());
+        if modern && REMOVED_IN_MODERN.contains(&method) {
+            let message = format!("`{method}` does not exist in protocol version {MODERN_VERSION}");
+            return self
+                .refuse(id, method, "", codes::METHOD_NOT_FOUND, &message)
+                .await;
+        }
         self.note_client(method, params.as_ref());
         match method {
             "initialize" => return self.answer_initialize(id, params.as_ref()).await,
@@ -1108,9 +1157,15 @@ impl Proxy {
                     .to_owned()
             }
             "logging/setLevel" => {
-                if self.server_era == Era::Modern
-                    || self.entry.capabilities.get("logging").is_none()
-                {
+                if self.entry.capabilities.get("logging").is_none() {
+                    let message = format!("server `{}` does not offer logging", self.name);
+                    return self
+                        .refuse(id, method, "", codes::METHOD_NOT_FOUND, &message)
+                        .await;
+                }
+                if self.server_era == Era::Modern {
+                    // 2026-07-28 has no setLevel: each request carries the level instead.
+                    self.log_level = p.get("level").cloned();
                     return self.reply(id, json!({})).await;
                 }
                 String::new()
@@ -1308,7 +1363,14 @@ impl Proxy {
                     }
                     Value::Object(caps)
                 };
-                with_modern_meta(params, &self.server_version, caps)
+                let mut params = with_modern_meta(params, &self.server_version, caps);
+                if !modern_client
+                    && let Some(level) = &self.log_level
+                    && let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut)
+                {
+                    meta.insert(META_LOG_LEVEL.into(), level.clone());
+                }
+                params
             }
         }
     }
@@ -1686,7 +1748,7 @@ impl Proxy {
                         let token = self.taint.continuation(&self.name, &item, &args, state);
                         r.insert("requestState".into(), Value::String(token));
                     }
-                    if let Some(r) = self.translate_result(&mut result, modern_client) {
+                    if let Some(r) = self.translate_result(&mut result, modern_client, &method) {
                         out["error"] = r;
                         false
                     } else {
@@ -1717,7 +1779,12 @@ impl Proxy {
     }
 
     /// Adapts a result to the client's era; `Some(error)` when it cannot be relayed.
-    fn translate_result(&self, result: &mut Value, modern_client: bool) -> Option<Value> {
+    fn translate_result(
+        &self,
+        result: &mut Value,
+        modern_client: bool,
+        method: &str,
+    ) -> Option<Value> {
         let obj = result.as_object_mut()?;
         if let Some(meta) = obj.get_mut("_meta").and_then(Value::as_object_mut)
             && meta.contains_key(META_SERVER_INFO)
@@ -1727,6 +1794,12 @@ impl Proxy {
         match (self.server_era, modern_client) {
             (Era::Legacy, true) => {
                 obj.entry("resultType").or_insert_with(|| json!("complete"));
+                if method == "resources/read" {
+                    // Required on a complete read (2026-07-28); as for mcpsum's own lists:
+                    // stale at once, and for this client only.
+                    obj.entry("ttlMs").or_insert_with(|| json!(0));
+                    obj.entry("cacheScope").or_insert_with(|| json!("private"));
+                }
             }
             (Era::Modern, false) => {
                 if obj

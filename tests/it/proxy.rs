@@ -2594,7 +2594,6 @@ fn ids_of_every_json_type_come_back_as_the_client_sent_them() {
         "0",
         "7",
         "-7",
-        "1.5",
         "-0.0",
         "1e3",
         "18446744073709551615",
@@ -2602,9 +2601,6 @@ fn ids_of_every_json_type_come_back_as_the_client_sent_them() {
         r#""""#,
         r#""s""#,
         r#""a\"b\\c\u00e9\ud83d\ude00\n""#,
-        "true",
-        r#"[1,{"id":2}]"#,
-        r#"{"id":3}"#,
     ];
     for era in ERAS {
         let w = World::new();
@@ -2625,16 +2621,27 @@ fn ids_of_every_json_type_come_back_as_the_client_sent_them() {
             let r = px.response(&expected);
             assert_eq!(text_of(&r), format!(r#"{{"k": {k}}}"#), "{era:?} id {id}");
         }
-        // A null or missing id makes a notification, which is not forwarded.
-        for id in [r#""id":null,"#, ""] {
+        // An id MCP does not allow (null, a fraction, true, an array, an object) makes an
+        // invalid request: -32600 with id null, and nothing is forwarded.
+        for id in ["null", "1.5", "true", r#"[1,{"id":2}]"#, r#"{"id":3}"#] {
             px.send_raw(
                 format!(
-                    r#"{{"jsonrpc":"2.0",{id}"method":"tools/call","params":{{"name":"echo","arguments":{{"k":"note"}}{meta}}}}}
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"k":"bad"}}{meta}}}}}
 "#
                 )
                 .as_bytes(),
             );
+            let r = px.response(&Value::Null);
+            assert_eq!(r["error"]["code"], -32600, "{era:?} id {id}: {r:#}");
         }
+        // A missing id makes a notification, which is not forwarded.
+        px.send_raw(
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"echo","arguments":{{"k":"note"}}{meta}}}}}
+"#
+            )
+            .as_bytes(),
+        );
         let r = px.call(json!("last"), "echo", json!({}));
         assert_eq!(text_of(&r), "{}");
         assert!(
@@ -3119,4 +3126,95 @@ fn a_client_that_closes_stdin_after_its_requests_gets_the_answers() {
         "2025-06-18"
     );
     assert_eq!(crate::support::starts(&t), starts);
+}
+
+/// Requests 2026-07-28 removed (`ping`, `logging/setLevel`, `resources/(un)subscribe`) get
+/// -32601 when they come in that era, as from a server of that era; a legacy client still has
+/// them. A legacy request whose `jsonrpc` is not "2.0" is an invalid request.
+#[test]
+fn removed_methods_and_bad_envelopes_are_refused() {
+    for server in ERAS {
+        let w = World::new();
+        let t = w.transcript("rm");
+        lock(&w, "rm", &full_scenario(server, &t));
+        let mut px = Px::start(&w, "rm", Era::Modern);
+        px.hello();
+        for (i, (method, params)) in [
+            ("ping", json!({})),
+            ("logging/setLevel", json!({"level": "info"})),
+            ("resources/subscribe", json!({"uri": "notes://inbox"})),
+            ("resources/unsubscribe", json!({"uri": "notes://inbox"})),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = px.request(json!(i), method, params);
+            assert_eq!(error_of(&r)["code"], -32601, "{server:?} {method}: {r:#}");
+        }
+        assert_eq!(px.finish(), 0);
+
+        let mut px = Px::start(&w, "rm", Era::Legacy);
+        px.hello();
+        let r = px.request(json!("p"), "ping", json!({}));
+        assert_eq!(r["result"], json!({}), "{r:#}");
+        for envelope in [r#""jsonrpc":"1.0","#, ""] {
+            px.send_raw(
+                format!(r#"{{{envelope}"id":"v","method":"tools/list","params":{{}}}}"#).as_bytes(),
+            );
+            px.send_raw(b"\n");
+            let r = px.response(&json!("v"));
+            assert_eq!(error_of(&r)["code"], -32600, "{r:#}");
+        }
+        assert_eq!(px.finish(), 0);
+    }
+}
+
+/// A 2026-07-28 client reading a legacy server's resource gets the caching fields that era
+/// requires on a complete read.
+#[test]
+fn a_modern_read_of_a_legacy_resource_has_the_caching_fields() {
+    let w = World::new();
+    let t = w.transcript("rd");
+    lock(&w, "rd", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "rd", Era::Modern);
+    px.hello();
+    let r = px.request(json!(1), "resources/read", json!({"uri": "notes://inbox"}));
+    let result = result_of(&r);
+    assert_eq!(result["resultType"], "complete", "{r:#}");
+    assert_eq!(result["ttlMs"], 0, "{r:#}");
+    assert_eq!(result["cacheScope"], "private", "{r:#}");
+    assert!(result["contents"].is_array(), "{r:#}");
+    assert_eq!(px.finish(), 0);
+}
+
+/// A legacy client's `logging/setLevel` reaches a 2026-07-28 server as the level on each
+/// request after it (that era has no setLevel); a server that offers no logging refuses it.
+#[test]
+fn a_legacy_log_level_reaches_a_modern_server_on_each_request() {
+    let w = World::new();
+    let t = w.transcript("lg");
+    let mut sc = full_scenario(Era::Modern, &t);
+    sc["capabilities"] = json!({"tools": {}, "logging": {}});
+    lock(&w, "lg", &sc);
+    let mut px = Px::start(&w, "lg", Era::Legacy);
+    px.hello();
+    px.call(json!(1), "echo", json!({}));
+    let r = px.request(json!(2), "logging/setLevel", json!({"level": "warning"}));
+    assert_eq!(r["result"], json!({}), "{r:#}");
+    px.call(json!(3), "echo", json!({}));
+    assert_eq!(px.finish(), 0);
+    let levels: Vec<Value> = tool_calls(&t)
+        .iter()
+        .map(|c| c["params"]["_meta"]["io.modelcontextprotocol/logLevel"].clone())
+        .collect();
+    assert_eq!(levels, vec![Value::Null, json!("warning")]);
+
+    let w = World::new();
+    let t = w.transcript("nl");
+    lock(&w, "nl", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "nl", Era::Legacy);
+    px.hello();
+    let r = px.request(json!(1), "logging/setLevel", json!({"level": "info"}));
+    assert_eq!(error_of(&r)["code"], -32601, "{r:#}");
+    assert_eq!(px.finish(), 0);
 }
