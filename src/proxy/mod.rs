@@ -1499,9 +1499,7 @@ impl Proxy {
                 if let Some(n) = round {
                     // Mid input round: nothing is pending at the server; forget the round.
                     if let Some(r) = self.rounds.remove(&n) {
-                        self.relayed.retain(
-                            |_, v| !matches!(v, Relayed::Input { round, .. } if *round == n),
-                        );
+                        self.cancel_questions(n, "the call was cancelled").await;
                         self.audit.note(
                             "call",
                             json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": r.started.elapsed().as_millis() as u64}),
@@ -2280,12 +2278,27 @@ impl Proxy {
         .await;
     }
 
+    /// Forgets the questions of round `n` still open at the client, and tells the client to
+    /// drop them (a dialog left open would ask the person for nothing).
+    async fn cancel_questions(&mut self, n: u64, reason: &str) {
+        let open: Vec<String> = self
+            .relayed
+            .iter()
+            .filter(|(_, v)| matches!(v, Relayed::Input { round, .. } if *round == n))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in open {
+            self.relayed.remove(&key);
+            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": reason}}))
+                .await;
+        }
+    }
+
     async fn fail_round(&mut self, n: u64, why: &str) {
         let Some(r) = self.rounds.remove(&n) else {
             return;
         };
-        self.relayed
-            .retain(|_, v| !matches!(v, Relayed::Input { round, .. } if *round == n));
+        self.cancel_questions(n, why).await;
         self.audit.note(
             "call",
             json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": why, "duration_ms": r.started.elapsed().as_millis() as u64}),

@@ -3218,3 +3218,45 @@ fn a_legacy_log_level_reaches_a_modern_server_on_each_request() {
     assert_eq!(error_of(&r)["code"], -32601, "{r:#}");
     assert_eq!(px.finish(), 0);
 }
+
+/// A legacy client that cancels its call while the proxy asks it a 2026-07-28 server's
+/// question gets that question cancelled too, so no dialog stays open for nothing.
+#[test]
+fn cancelling_a_call_cancels_its_open_question() {
+    let w = World::new();
+    let t = w.transcript("cq");
+    let mut sc = full_scenario(Era::Modern, &t);
+    sc["tools"] = json!([{"name": "elicit_ok", "inputSchema": {"type": "object"}}]);
+    lock(&w, "cq", &sc);
+    let mut px = Px::start(&w, "cq", Era::Legacy);
+    px.request(
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+               "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    px.send_request(json!("c"), "tools/call", json!({"name": "elicit_ok", "arguments": {}}));
+    let ask = loop {
+        let m = px.recv(Duration::from_secs(10)).expect("the question");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+        px.seen.push(m);
+    };
+    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "c", "reason": "user"}}));
+    let cancel = loop {
+        let m = px.recv(Duration::from_secs(10)).expect("the question's cancellation");
+        if m["method"] == "notifications/cancelled" {
+            break m;
+        }
+        px.seen.push(m);
+    };
+    assert_eq!(cancel["params"]["requestId"], ask["id"], "{cancel:#}");
+    // A late answer to it is dropped, and the session goes on.
+    px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}));
+    let r = px.request(json!("l"), "tools/list", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    assert!(!px.seen.iter().any(|m| m["id"] == "c"), "{:#?}", px.seen);
+    assert_eq!(px.finish(), 0);
+}
