@@ -106,6 +106,7 @@ impl Proxy {
             _ => None,
         };
         let client_caps = self.client_caps_for_rounds(modern, meta.as_ref());
+        let wants_logs = modern && super::asks_logs(meta.as_ref());
         let mut own = Map::new();
         if let Some(v) = meta {
             own.insert("_meta".into(), v);
@@ -113,6 +114,9 @@ impl Proxy {
         let own = self.to_server_params(Value::Object(own), modern);
 
         let sid = self.alloc_id();
+        if wants_logs {
+            self.log_requests.insert(sid);
+        }
         self.pending.insert(
             sid,
             Pending::Client {
@@ -165,8 +169,11 @@ impl Proxy {
     /// A message from the server: the answer to a relayed call, or a notification.
     fn server_fast(&mut self, m: &Message<'_>) -> Option<Splice> {
         if let Some(method) = m.get("method") {
-            // A quarantined server's notifications are dropped on the general path.
-            if self.quarantine.is_some() {
+            // A quarantined server's notifications, and log messages no request asked for,
+            // are dropped on the general path.
+            if self.quarantine.is_some()
+                || (&*method.as_str()? == "notifications/message" && !self.client_wants_logs())
+            {
                 return None;
             }
             return notification_fast(m, method);

@@ -141,6 +141,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         client_legacy_caps: None,
         client_version: None,
         log_level: None,
+        log_requests: Default::default(),
         batches: RefCell::new(Vec::new()),
         next_server_id: 0,
         pending: IdMap::default(),
@@ -603,6 +604,11 @@ impl Input {
     }
 }
 
+/// Whether a 2026-07-28 request's `_meta` asks for log messages while it runs.
+fn asks_logs(meta: Option<&Value>) -> bool {
+    meta.and_then(|m| m.get(META_LOG_LEVEL)).is_some()
+}
+
 /// Whether `id` is a JSON-RPC id as MCP allows it: a string or an integer (any number with an
 /// integral value, so `1e3` and integers beyond 64 bits too; they are echoed as read).
 fn valid_id(id: &Value) -> bool {
@@ -731,6 +737,9 @@ struct Proxy {
     /// The level a legacy client set with `logging/setLevel`, for a 2026-07-28 server (which
     /// takes it on every request).
     log_level: Option<Value>,
+    /// Server-side ids of a 2026-07-28 client's requests that asked for log messages (some may
+    /// have been answered since): that era sends them only while such a request runs.
+    log_requests: std::collections::HashSet<u64>,
     /// The client's batches (2025-03-26) that wait for answers.
     batches: RefCell<Vec<batch::Batch>>,
     next_server_id: u64,
@@ -1300,8 +1309,12 @@ impl Proxy {
             p.remove("task");
         }
         let client_caps = self.client_caps_for_rounds(modern_client, params.get("_meta"));
+        let wants_logs = modern_client && asks_logs(params.get("_meta"));
         let params = self.to_server_params(params, modern_client);
         let sid = self.alloc_id();
+        if wants_logs {
+            self.log_requests.insert(sid);
+        }
         if method == "subscriptions/listen" {
             self.streams.insert(sid, client_id.clone());
         }
@@ -1997,6 +2010,7 @@ impl Proxy {
                     p["requestId"] = json!(our);
                 }
             }
+            "notifications/message" if !self.client_wants_logs() => return,
             "notifications/progress"
             | "notifications/message"
             | "notifications/resources/updated"
@@ -2473,6 +2487,18 @@ impl Proxy {
                 _ = &mut *signalled => break,
             }
         }
+    }
+
+    /// Whether a server's `notifications/message` is for the client: a legacy client takes them
+    /// at any time (it set the level at the server), a 2026-07-28 client only while one of its
+    /// requests that carried `logLevel` runs.
+    fn client_wants_logs(&mut self) -> bool {
+        if self.client_version.is_some() {
+            return true;
+        }
+        let pending = &self.pending;
+        self.log_requests.retain(|sid| pending.contains_key(sid));
+        !self.log_requests.is_empty()
     }
 
     async fn fail_in_flight(&mut self) {
