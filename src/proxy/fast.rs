@@ -79,7 +79,10 @@ impl Proxy {
             _ => m.get_in("params", "name")?.as_str()?,
         };
         let locked = match method {
-            "tools/call" => self.entry.item(Kind::Tool, &item).is_some(),
+            "tools/call" => self
+                .entry
+                .item(Kind::Tool, &item)
+                .is_some_and(|t| !super::task_only(t)),
             "prompts/get" => self.entry.item(Kind::Prompt, &item).is_some(),
             _ => self.uri_locked(&item),
         };

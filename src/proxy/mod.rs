@@ -604,6 +604,14 @@ impl Input {
     }
 }
 
+/// Whether a tool can be called only as a task (2025-11-25), which mcpsum does not relay.
+fn task_only(tool: &Value) -> bool {
+    tool.get("execution")
+        .and_then(|e| e.get("taskSupport"))
+        .and_then(Value::as_str)
+        == Some("required")
+}
+
 /// Whether a 2026-07-28 request's `_meta` asks for log messages while it runs.
 fn asks_logs(meta: Option<&Value>) -> bool {
     meta.and_then(|m| m.get(META_LOG_LEVEL)).is_some()
@@ -1108,8 +1116,11 @@ impl Proxy {
         let item = match method {
             "tools/call" => {
                 let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
-                if self.entry.item(Kind::Tool, name).is_none() {
+                let Some(tool) = self.entry.item(Kind::Tool, name) else {
                     return self.refuse(id, method, name, codes::INVALID_PARAMS, &format!("tool `{name}` is not in mcp.lock for server `{}`; mcpsum serves only locked tools", self.name)).await;
+                };
+                if task_only(tool) {
+                    return self.refuse(id, method, name, codes::METHOD_NOT_FOUND, &format!("tool `{name}` of server `{}` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks", self.name)).await;
                 }
                 name.to_owned()
             }

@@ -3305,3 +3305,27 @@ fn log_messages_reach_a_modern_client_only_when_asked() {
         assert_eq!(px.finish(), 0);
     }
 }
+
+/// A locked tool that runs only as a task is refused with a reason (mcpsum relays no tasks),
+/// without reaching the server, in both eras.
+#[test]
+fn a_task_only_tool_is_refused_with_a_reason() {
+    for client in ERAS {
+        let w = World::new();
+        let t = w.transcript("tk");
+        let mut sc = full_scenario(Era::Legacy, &t);
+        sc["tools"].as_array_mut().unwrap().push(json!({
+            "name": "research", "inputSchema": {"type": "object"},
+            "execution": {"taskSupport": "required"}
+        }));
+        lock(&w, "tk", &sc);
+        let mut px = Px::start(&w, "tk", client);
+        px.hello();
+        let r = px.call(json!(1), "research", json!({}));
+        let e = error_of(&r);
+        assert_eq!(e["code"], -32601, "{r:#}");
+        assert!(e["message"].as_str().unwrap().contains("runs only as a task"), "{r:#}");
+        assert_eq!(px.finish(), 0);
+        assert!(tool_calls(&t).is_empty(), "{client:?}");
+    }
+}
