@@ -31,6 +31,8 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         );
     }
     check_env_flags(&args.env)?;
+    // Before the server starts (it may take a while): the write at the end would refuse anyway.
+    lockfile::refuse_symlink(path)?;
     let path = path.to_path_buf();
     let existing_file = lockfile::load_optional_with_bytes(&path)?;
     let previous = existing_file

@@ -24,7 +24,7 @@ pub use read::{
     load_summary, read_bytes, reload_optional,
 };
 pub use span::{Locator, Position, Span};
-pub use write::{LockGuard, to_bytes, write_atomic};
+pub use write::{LockGuard, refuse_symlink, to_bytes, write_atomic};
 
 /// The versions of the format this build reads.
 pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];

@@ -62,6 +62,26 @@ fn read_bytes_optional(path: &Path) -> Result<Option<FileBytes>> {
 /// The lockfile's bytes, for a caller that also needs its text (reports that point into it).
 pub fn read_bytes(path: &Path) -> Result<FileBytes> {
     FileBytes::read(path).map_err(|e| {
+        // A dangling link or a loop: "no such file" alone would send the reader looking for
+        // the link, and `lock` refuses to write through it, so creating it is not the next step.
+        if let Ok(target) = std::fs::read_link(path) {
+            let err = Error::new(format!(
+                "cannot read `{}`: it is a symbolic link to `{}`, which {}",
+                path.display(),
+                target.display(),
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    "does not exist"
+                } else {
+                    "cannot be read"
+                }
+            ));
+            let err = if e.kind() == std::io::ErrorKind::NotFound {
+                err
+            } else {
+                err.cause(io_cause(&e))
+            };
+            return err.hint("point the link at an existing lockfile, or pass `--lockfile PATH`");
+        }
         Error::new(format!("cannot read `{}`", path.display()))
             .cause(io_cause(&e))
             .hint("run `mcpsum lock --name NAME -- COMMAND...` to create it, or pass `--lockfile PATH`")

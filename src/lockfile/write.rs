@@ -37,9 +37,12 @@ pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
 }
 
 /// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]): a temporary file in the
-/// same directory, fsync,
-/// rename over, fsync the directory. An interrupted write leaves the old file whole.
+/// same directory, fsync, rename over, fsync the directory. An interrupted write leaves the old
+/// file whole. A `path` that is a symbolic link is refused ([`refuse_symlink`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    // Checked again here, under the lock, as the last step before the rename: this is the one
+    // function that writes `mcp.lock`, so no caller can forget it.
+    refuse_symlink(path)?;
     let dir = parent_dir(path);
     let fail = |e: std::io::Error| {
         Error::new(format!("cannot write `{}`", path.display()))
@@ -67,6 +70,58 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a lockfile path that is a symbolic link, before anything is written to it.
+///
+/// Renaming over the path would silently replace the link with a regular file and leave the file
+/// it points to stale; writing through it would be worse: a repository can commit `mcp.lock` as
+/// a link to any file its user can write (`~/.bashrc`), and `lock` in that checkout would
+/// overwrite it. So a write goes only to a path that is not a link, and the error says which
+/// path to pass to update the target deliberately. Reading through a link is left alone: it
+/// changes nothing.
+pub fn refuse_symlink(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        // Missing (a new lockfile) or unreadable: the write itself reports that.
+        return Ok(());
+    };
+    if !meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let target = std::fs::read_link(path).ok();
+    let named = target.as_ref().map_or_else(
+        || "a target mcpsum cannot read".to_owned(),
+        |t| format!("`{}`", t.display()),
+    );
+    let refusal = "mcpsum does not write a lockfile through a link, which could point at any file you can write";
+    let refused = |what: &str| {
+        Error::new(format!(
+            "cannot write `{}`: it is a symbolic link to {named}{what}",
+            path.display()
+        ))
+    };
+    let remove = "remove the link, or pass `--lockfile PATH` naming a regular file";
+    match std::fs::canonicalize(path) {
+        Ok(real) => Err(refused("").cause(refusal).hint(format!(
+            "to update the file it points to, pass `--lockfile {}`; to keep a lockfile here, replace the link with a regular file",
+            real.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let hint = match target {
+                // Relative to the link's own directory, as the kernel resolves it.
+                Some(t) => format!(
+                    "to create the file it points to, pass `--lockfile {}`; otherwise remove the link",
+                    path.parent().map_or_else(|| t.clone(), |dir| dir.join(&t)).display()
+                ),
+                None => remove.to_owned(),
+            };
+            Err(refused(", which does not exist").cause(refusal).hint(hint))
+        }
+        Err(e) => Err(refused(", which cannot be resolved")
+            .cause(e)
+            .cause(refusal)
+            .hint(remove)),
+    }
+}
+
 /// Removes `.mcp.lock.*.tmp` files left by a writer that was killed mid-write. Writers hold the
 /// directory lock ([`LockGuard`]) while writing, so under the lock any such file is stale.
 fn remove_stale_temporaries(dir: &Path) {
@@ -92,7 +147,8 @@ fn parent_dir(path: &Path) -> PathBuf {
 /// An exclusive advisory lock on the lockfile's directory, held while reading, modifying and
 /// writing, so two `mcpsum lock` runs at once both land. The directory is locked rather than the
 /// file because the file is replaced by rename (a lock on the old inode would protect nothing),
-/// and no sidecar file is left in the repository.
+/// and no sidecar file is left in the repository. It is the directory of the path as given, not
+/// of a link's target: [`write_atomic`] refuses a link, so that is where the rename happens.
 pub struct LockGuard {
     dir: File,
 }
@@ -113,5 +169,25 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         let _ = self.dir.unlock();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writer itself refuses a link, whoever calls it: the file it points to keeps its bytes
+    /// and the link stays a link.
+    #[test]
+    fn write_atomic_refuses_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("bashrc");
+        std::fs::write(&target, "keep me\n").unwrap();
+        let link = dir.path().join("mcp.lock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = write_atomic(&link, b"{}\n").expect_err("a link is refused");
+        assert!(err.to_string().contains("is a symbolic link to"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     }
 }

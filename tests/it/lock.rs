@@ -442,3 +442,209 @@ fn sandbox_write_path_covering_the_lockfile_is_refused() {
     assert_eq!(crate::support::starts(&t), 0, "the server never started");
     crate::support::assert_unchanged(&w, &before, "covering write path");
 }
+
+/// `proj/mcp.lock` is a link to `shared/mcp.lock`: `lock` refuses to write it (renaming over the
+/// link would replace it and leave the shared file stale; writing through it would let a
+/// repository's link aim `lock` at any file, `~/.bashrc` say), before the server starts, and says
+/// which path updates the target. Reading through the link still works, and so does the hint.
+#[test]
+fn lock_refuses_a_symlinked_lockfile() {
+    let w = World::new();
+    let (s, transcript) = one_tool(&w);
+    let (link, target) = linked_lockfile(&w, &s);
+    let proj = link.parent().unwrap();
+    let before = std::fs::read(&target).unwrap();
+    let starts_before = crate::support::starts(&transcript);
+
+    // Found from `proj` without `--lockfile`, and named with it: refused either way.
+    let real = target.canonicalize().unwrap();
+    for flag in [
+        vec![],
+        vec!["--lockfile".to_owned(), link.display().to_string()],
+    ] {
+        let out = w
+            .bare_cmd()
+            .current_dir(proj)
+            .args(flag)
+            .args(lock_args("two", &s))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        for needle in [
+            "mcp.lock`: it is a symbolic link to `../shared/mcp.lock`",
+            "mcpsum does not write a lockfile through a link",
+            &format!(
+                "hint: to update the file it points to, pass `--lockfile {}`",
+                real.display()
+            ),
+            "replace the link with a regular file",
+        ] {
+            assert!(stderr.contains(needle), "lacks {needle:?}: {stderr}");
+        }
+    }
+    assert!(is_link(&link), "the link is kept");
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        before,
+        "the target is untouched"
+    );
+    assert_eq!(
+        crate::support::starts(&transcript),
+        starts_before,
+        "no server started"
+    );
+    assert!(crate::support::temp_leftovers(proj).is_empty());
+
+    // Reading through the link is fine.
+    let out = w
+        .bare_cmd()
+        .current_dir(proj)
+        .arg("verify")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // The hint's path updates the shared file, which the link then shows.
+    let out = w
+        .bare_cmd()
+        .arg("--lockfile")
+        .arg(&real)
+        .args(lock_args("two", &s))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = w
+        .bare_cmd()
+        .current_dir(proj)
+        .args(["show", "--json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&String> = doc["servers"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["one", "two"]);
+    assert!(is_link(&link));
+}
+
+/// A dangling link and a link loop: `lock` refuses both without creating anything, and a
+/// reading command says what the link is instead of "no such file".
+#[test]
+fn lock_refuses_dangling_and_looping_lockfile_links() {
+    let w = World::new();
+    let s = w.scenario("s", &json!({}));
+    let link = w.lockfile();
+
+    std::os::unix::fs::symlink("gone/mcp.lock", &link).unwrap();
+    w.run(&lock_args("s", &s)).code(2).stderr_has(&[
+        "mcp.lock`: it is a symbolic link to `gone/mcp.lock`, which does not exist",
+        &format!(
+            "hint: to create the file it points to, pass `--lockfile {}`",
+            w.path().join("gone/mcp.lock").display()
+        ),
+    ]);
+    assert!(!w.path().join("gone").exists(), "nothing created");
+    assert!(is_link(&link));
+    w.run(&["show"]).code(2).stderr_has(&[
+        "mcp.lock`: it is a symbolic link to `gone/mcp.lock`, which does not exist",
+        "hint: point the link at an existing lockfile",
+    ]);
+
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("mcp.lock", &link).unwrap();
+    w.run(&lock_args("s", &s)).code(2).stderr_has(&[
+        "mcp.lock`: it is a symbolic link to `mcp.lock`, which cannot be resolved",
+        "hint: remove the link",
+    ]);
+    assert!(is_link(&link));
+    assert!(crate::support::temp_leftovers(w.path()).is_empty());
+}
+
+/// `import` locks through `lock`'s code, so a linked lockfile is refused there too (with or
+/// without `--write`): the file the link points to is untouched and the config is not routed.
+#[test]
+fn import_refuses_a_symlinked_lockfile() {
+    let w = World::new();
+    let (s, _) = one_tool(&w);
+    let (link, target) = linked_lockfile(&w, &s);
+    let before = std::fs::read(&target).unwrap();
+    let config = w.path().join("servers.mcp.json");
+    let argv = fake_argv(&s);
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(
+            &json!({"mcpServers": {"notes": {"command": argv[0], "args": argv[1..]}}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let config_before = std::fs::read(&config).unwrap();
+    for write in [&[][..], &["--write"]] {
+        let out = w
+            .bare_cmd()
+            .arg("--lockfile")
+            .arg(&link)
+            .arg("import")
+            .args(write)
+            .arg("--from")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        for needle in [
+            "mcp.lock`: it is a symbolic link to `../shared/mcp.lock`",
+            "mcpsum does not write a lockfile through a link",
+            "server `notes` was not locked",
+        ] {
+            assert!(stderr.contains(needle), "lacks {needle:?}: {stderr}");
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), before, "{write:?}");
+        assert!(is_link(&link));
+        assert_eq!(std::fs::read(&config).unwrap(), config_before, "not routed");
+    }
+}
+
+/// A scenario with one tool that records its starts in a transcript.
+fn one_tool(w: &World) -> (std::path::PathBuf, std::path::PathBuf) {
+    let transcript = w.transcript("s");
+    let s = w.scenario(
+        "s",
+        &json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}],
+                "transcript": transcript.display().to_string()}),
+    );
+    (s, transcript)
+}
+
+/// `shared/mcp.lock` with `one` locked from `scenario`, and `proj/mcp.lock` linking to it as
+/// `../shared/mcp.lock`. Returns (link, target).
+fn linked_lockfile(
+    w: &World,
+    scenario: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let shared = w.path().join("shared");
+    let proj = w.path().join("proj");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::create_dir(&proj).unwrap();
+    let out = w
+        .bare_cmd()
+        .current_dir(&shared)
+        .args(lock_args("one", scenario))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let link = proj.join("mcp.lock");
+    std::os::unix::fs::symlink("../shared/mcp.lock", &link).unwrap();
+    (link, shared.join("mcp.lock"))
+}
+
+fn is_link(path: &std::path::Path) -> bool {
+    path.symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// `lock --name NAME -- python3 mcp_fake.py SCENARIO`, without `--lockfile`.
+fn lock_args(name: &str, scenario: &std::path::Path) -> Vec<String> {
+    let mut args = vec!["lock".into(), "--name".into(), name.into(), "--".into()];
+    args.extend(fake_argv(scenario));
+    args
+}
