@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::framing::{self, Frame};
@@ -19,6 +20,14 @@ use crate::progress::{self, Phase, Reporter};
 
 /// Pages after which a list is considered endless even if every page is empty.
 const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
+
+/// The longest `nextCursor` taken, in bytes. A cursor is an opaque token, and servers send short
+/// ones (an offset or a page token: tens of bytes, a few KiB at the very most for one that
+/// carries a whole query), so 64 KiB leaves ample room. The bound is what matters: each cursor
+/// is sent back in the next request, so without it a server could make mcpsum hold and write up
+/// to the 64 MiB message limit on each of [`MAX_PAGES`] pages; with it, one cursor of at most
+/// 64 KiB is held at a time and about 64 MiB are sent back in all.
+const MAX_CURSOR_BYTES: usize = 64 * 1024;
 
 /// Why talking to a server failed.
 #[derive(Debug)]
@@ -450,7 +459,9 @@ impl Connection {
         }
         let method = kind.list_method();
         let mut items = Vec::new();
-        let mut seen_cursors = HashSet::new();
+        // SHA-256 of each cursor, not the cursor: up to MAX_PAGES of them are kept to tell a
+        // repeat, and keeping them whole would hold up to MAX_PAGES * MAX_CURSOR_BYTES.
+        let mut seen_cursors: HashSet<[u8; 32]> = HashSet::new();
         let mut cursor: Option<String> = None;
         for page in 1..=MAX_PAGES {
             progress::set(self.progress.as_ref(), Phase::Listing(kind.plural(), page));
@@ -482,7 +493,13 @@ impl Connection {
             match result.get("nextCursor") {
                 None | Some(Value::Null) => return Ok(items),
                 Some(Value::String(next)) => {
-                    if !seen_cursors.insert(next.clone()) {
+                    if next.len() > MAX_CURSOR_BYTES {
+                        return Err(ClientError::Protocol(format!(
+                            "the server sent a `{method}` cursor of {} bytes; mcpsum takes cursors of at most {MAX_CURSOR_BYTES} bytes and never pins a partial surface",
+                            next.len()
+                        )));
+                    }
+                    if !seen_cursors.insert(Sha256::digest(next.as_bytes()).into()) {
                         return Err(ClientError::Protocol(format!(
                             "the server repeated the `{method}` cursor `{}`; mcpsum never pins a partial surface",
                             preview(next.as_bytes())

@@ -165,6 +165,26 @@ fn repeated_cursor() {
     );
 }
 
+/// A cursor longer than 64 KiB is refused on the page that sends it (a server sending distinct
+/// 30 MB cursors on empty pages once made mcpsum hold every one of them); one of exactly 64 KiB
+/// is taken and sent back.
+#[test]
+fn cursor_longer_than_64_kib_is_refused() {
+    assert_hostile(
+        &json!({"pageSize": 2, "hostile": {"hugeCursorBytes": 65_537}}),
+        &[],
+        &[
+            "the server sent a `tools/list` cursor of 65537 bytes",
+            "mcpsum takes cursors of at most 65536 bytes",
+        ],
+    );
+    let (w, _, s) = hostile_world(&json!({"pageSize": 2, "hostile": {"hugeCursorBytes": 65_536}}));
+    w.lock_fake("fresh", &s, &[])
+        .code(0)
+        .stderr_has(&["5 tools"]);
+    w.run(&["verify"]).code(0);
+}
+
 #[test]
 fn more_than_a_thousand_tools() {
     assert_hostile(

@@ -77,6 +77,9 @@ hostile            dict of misbehaviours. METHOD values may be a string, a list,
                               (endless_000000, ...) and a fresh nextCursor.
   repeatCursor: true          tools/list: page 2 returns the same nextCursor as page 1 (page 1
                               always has a nextCursor; pageSize 0 counts as 1).
+  hugeCursorBytes: N          every nextCursor of every list is padded with "~" to N bytes (one
+                              that is longer already stays as it is); a cursor sent back is
+                              unpadded first, so the lists page as usual (set pageSize).
   exitOnNonInitialize: true   legacy: exit(1) at once if the first message is not initialize.
   silentOnDiscover: true      ignore server/discover without answering (any era).
   discoverError: CODE         answer server/discover with this error code (any era); -32022
@@ -683,7 +686,7 @@ class Server:
 
     def page_of(self, method, params):
         kind = LIST_METHODS.get(method)
-        cursor = params.get("cursor")
+        cursor = self.unpad_cursor(params.get("cursor"))
         if kind is None or cursor is None:
             return 1
         try:
@@ -699,7 +702,7 @@ class Server:
         delay = self.sc.get("listDelayMs")
         if delay:
             time.sleep(float(delay) / 1000.0)
-        cursor = params.get("cursor")
+        cursor = self.unpad_cursor(params.get("cursor"))
         if kind == "tools" and self.hostile("endlessCursor"):
             k = 0 if cursor is None else decode_cursor("endless", cursor)
             tool = {"name": f"endless_{k:06d}", "description": f"Endless page {k + 1}",
@@ -718,12 +721,24 @@ class Server:
         end = offset + size
         return items[offset:end], (encode_cursor(kind, end) if end < len(items) else None)
 
+    def pad_cursor(self, cursor):
+        """hostile.hugeCursorBytes: the cursor padded with "~" (not in base64's alphabet)."""
+        size = int(self.hostile("hugeCursorBytes", 0) or 0)
+        if cursor is None or len(cursor) >= size:
+            return cursor
+        return cursor + "~" * (size - len(cursor))
+
+    def unpad_cursor(self, cursor):
+        if isinstance(cursor, str) and self.hostile("hugeCursorBytes"):
+            return cursor.rstrip("~")
+        return cursor
+
     def list_method(self, msg_id, method, params, modern):
         kind = LIST_METHODS[method]
         page, next_cursor = self.list_page(kind, params)
         result = {kind: copy.deepcopy(page)}
         if next_cursor is not None:
-            result["nextCursor"] = next_cursor
+            result["nextCursor"] = self.pad_cursor(next_cursor)
         if kind == "tools":
             for i in range(int(self.hostile("floodNotifications", 0) or 0)):
                 self.notify("notifications/message",
