@@ -19,37 +19,68 @@ pub enum Outcome {
     Failed(Error),
 }
 
-/// For the CI formats, a report of a run that verified nothing (their consumers expect a
-/// document and a result to show), printed before the error goes to stderr as usual.
-fn not_run(format: Format, lockfile: Option<&std::path::Path>, err: Error) -> Error {
-    if matches!(format, Format::Sarif | Format::Github) {
-        let cwd = std::env::current_dir().ok();
-        output::stdout(&super::ci::not_run(
-            format == Format::Sarif,
-            lockfile,
-            cwd.as_deref(),
-            &err,
-        ));
+/// A report of a run that verified nothing, printed before the error goes to stderr as usual:
+/// the CI formats' consumers expect a document and a result to show, and `--json` promises one
+/// JSON document. Its keys are those of the normal `--json` report (no server was verified, so
+/// `servers` is empty) plus the run's own `error`, `details` and `hint`, named as a failed
+/// server's are.
+fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err: Error) -> Error {
+    match format {
+        Format::Sarif | Format::Github => {
+            let cwd = std::env::current_dir().ok();
+            output::stdout(&super::ci::not_run(
+                format == Format::Sarif,
+                lockfile,
+                cwd.as_deref(),
+                &err,
+            ));
+        }
+        Format::Json => output::stdout_json(&json!({
+            "lockfile": lockfile.map(|p| p.display().to_string()),
+            "strict": strict,
+            "exitCode": err.exit() as i32,
+            "servers": [],
+            "error": err.one_line(),
+            "details": detail_lines(&err),
+            "hint": err.hint_text(),
+        })),
+        Format::Text => {}
     }
     err
+}
+
+/// An error's detail lines (each problem of a lockfile that failed validation): what its
+/// one-line form leaves out. Read from the rendered error, where each is one line indented under
+/// the message, before the causes and the hint.
+fn detail_lines(err: &Error) -> Vec<String> {
+    let rendered = err.to_string();
+    let body = rendered.split("\n\nhint: ").next().unwrap_or_default();
+    body.lines()
+        .skip(1)
+        .map(str::trim_start)
+        .take_while(|l| !l.starts_with("caused by: "))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Runs `verify`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
     let format = if args.json { Format::Json } else { args.format };
-    let path = paths::require_lockfile(lockfile_flag).map_err(|e| not_run(format, None, e))?;
+    let path = paths::require_lockfile(lockfile_flag)
+        .map_err(|e| not_run(format, args.strict, None, e))?;
     // One read: the CI formats point at lines of the very bytes that were verified.
     let (bytes, lock) = lockfile::read_bytes(&path)
         .and_then(|bytes| {
             let lock = lockfile::load_from_bytes(&path, &bytes)?;
             Ok((bytes, lock))
         })
-        .map_err(|e| not_run(format, Some(&path), e))?;
+        .map_err(|e| not_run(format, args.strict, Some(&path), e))?;
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
         for n in &args.name {
-            super::entry(&lock, &path, n).map_err(|e| not_run(format, Some(&path), e))?;
+            super::entry(&lock, &path, n)
+                .map_err(|e| not_run(format, args.strict, Some(&path), e))?;
         }
         let mut n = args.name.clone();
         n.sort();

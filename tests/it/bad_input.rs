@@ -46,7 +46,15 @@ fn refused_everywhere(w: &World, needles: &[&str]) -> Run {
     ];
     for (what, r) in &runs {
         r.code(2).stderr_has(needles).stderr_has(&[&path, "hint: "]);
-        assert!(r.stdout.is_empty(), "{what}: nothing on stdout: {r:?}");
+        if *what == "verify --json" {
+            // `--json` promises one document: the error is in it too.
+            let doc = r.json();
+            assert_eq!(doc["exitCode"], 2, "{doc:#}");
+            assert_eq!(doc["lockfile"], path.as_str(), "{doc:#}");
+            assert!(doc["hint"].is_string(), "{doc:#}");
+        } else {
+            assert!(r.stdout.is_empty(), "{what}: nothing on stdout: {r:?}");
+        }
         assert_unchanged(w, &before, what);
     }
     let [(_, show), ..] = runs;
@@ -220,7 +228,11 @@ fn unknown_name_lists_the_names() {
             &w.lockfile().display().to_string(),
             "servers in this lockfile: `modern`, `notes`",
         ]);
-        assert!(r.stdout.is_empty(), "{args:?}: {r:?}");
+        if args[0] == "verify" && args.contains(&"--json") {
+            assert_eq!(r.json()["exitCode"], 2, "{args:?}: {r:?}");
+        } else {
+            assert!(r.stdout.is_empty(), "{args:?}: {r:?}");
+        }
         assert_unchanged(&w, &before, &format!("{args:?}"));
     }
     let r = w.run(&["show", "--name", "nope"]);

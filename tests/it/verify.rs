@@ -249,6 +249,77 @@ fn clean_json_report() {
     );
 }
 
+/// `--json` prints one document even when no server could be verified (a lockfile that fails
+/// validation, is missing, or lacks the named server): the normal report's keys, no servers,
+/// exit code 2, and the error, its details and hint; stderr has the error as usual.
+#[test]
+fn json_report_when_the_lockfile_cannot_be_used() {
+    let (w, _) = locked();
+    let path = w.lockfile().display().to_string();
+    let good = w.lock_bytes();
+
+    // Failed validation: the problems are the details.
+    let mut v = w.lock_json();
+    v["servers"]["drifty"]["digests"]["tools"]["ping"] =
+        json!(format!("sha256:{}", "0".repeat(64)));
+    w.write_lock(serde_json::to_vec_pretty(&v).unwrap());
+    let j = w.run(&["verify", "--json", "--strict"]);
+    j.code(2).stderr_has(&["error: ", "digest mismatch"]);
+    let doc = j.json();
+    assert_eq!(doc["lockfile"], path);
+    assert_eq!(doc["strict"], true);
+    assert_eq!(doc["exitCode"], 2);
+    assert_eq!(doc["servers"], json!([]));
+    // The tool's digest and the surface digest over it.
+    assert_eq!(
+        doc["error"],
+        format!("`{path}` failed validation (2 problems)")
+    );
+    let details: Vec<&str> = doc["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(details.len(), 2, "{doc:#}");
+    assert!(
+        details.iter().any(|d| d.starts_with(&format!("{path}:"))
+            && d.contains("server `drifty`, tool `ping`: digest mismatch")),
+        "{doc:#}"
+    );
+    assert!(
+        doc["hint"].as_str().unwrap().contains("git diff"),
+        "{doc:#}"
+    );
+
+    // An unknown server.
+    w.write_lock(&good);
+    let j = w.run(&["verify", "--json", "--name", "nope"]);
+    j.code(2).stderr_has(&["has no server named `nope`"]);
+    let doc = j.json();
+    assert_eq!(doc["exitCode"], 2);
+    assert_eq!(doc["strict"], false);
+    assert_eq!(doc["error"], format!("`{path}` has no server named `nope`"));
+    assert_eq!(doc["details"], json!([]));
+    assert_eq!(doc["hint"], "servers in this lockfile: `drifty`");
+
+    // No lockfile found: no path to name.
+    let empty = World::new();
+    let out = empty
+        .bare_cmd()
+        .args(["verify", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["lockfile"], Value::Null);
+    assert_eq!(doc["exitCode"], 2);
+    assert_eq!(
+        doc["error"],
+        "no `mcp.lock` in the current directory or any parent"
+    );
+}
+
 #[test]
 fn json_lists_changed_items_with_digests() {
     let (w, _) = locked();
