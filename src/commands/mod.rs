@@ -111,6 +111,16 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
             launch.server, launch.server
         ),
         ClientError::Spawn(_) => "check the command; a program name is looked up on mcpsum's own PATH".to_owned(),
+        // It answered its handshake, so it started and speaks MCP on stdio: its command and
+        // environment are not what failed (a missing `PATH` stops a `npx` server before that).
+        ClientError::Listing { method, error } => match **error {
+            ClientError::Timeout { .. } => format!(
+                "the server completed its handshake but did not answer `{method}`; raise `--timeout-secs` if it is slow to list, otherwise report it to the server's authors"
+            ),
+            _ => format!(
+                "the server completed its handshake, then failed on `{method}` as shown above: it misbehaves; report it to the server's authors"
+            ),
+        },
         ClientError::Exited { .. } | ClientError::Timeout { .. } if !missing_basics.is_empty() => format!(
             "the server gets no environment variables unless they are listed, and `uvx`/`npx` servers need {}: lock it with {}",
             missing_basics.join(" and "),

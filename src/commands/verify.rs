@@ -100,8 +100,12 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
             match client::read_surface(&launch, Some(entry.era()), opts).await {
                 Ok(surface) => match drift::compare(&entry, &surface) {
                     Ok(d) => Outcome::Checked(d),
+                    // An item without its key, or two with one key: the server answered, but
+                    // with a surface no lock could hold, so only its authors can fix it.
                     Err(e) => Outcome::Failed(
-                        Error::new(format!("cannot verify server `{}`", launch.server)).cause(e),
+                        Error::new(format!("cannot verify server `{}`", launch.server))
+                            .cause(e)
+                            .hint("the server misbehaves: its live surface cannot be compared with the lock; report it to the server's authors"),
                     ),
                 },
                 // The seed's drift table: a 2026-07-28 server that no longer lists the locked

@@ -58,6 +58,13 @@ pub enum ClientError {
     VersionNotListed(String),
     /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
     Protocol(String),
+    /// It completed its handshake, then `error` happened while listing with `method`. Kept
+    /// apart because the handshake shows the server started and speaks MCP on stdio, so a hint
+    /// about its command or environment would mislead.
+    Listing {
+        method: &'static str,
+        error: Box<ClientError>,
+    },
     /// Writing to it failed.
     Io(std::io::Error),
 }
@@ -97,6 +104,7 @@ impl fmt::Display for ClientError {
                 }
             ),
             ClientError::Protocol(m) | ClientError::VersionNotListed(m) => f.write_str(m),
+            ClientError::Listing { error, .. } => write!(f, "{error}"),
             ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
         }
     }
@@ -448,7 +456,7 @@ impl Connection {
     }
 
     /// Reads every page of one list. A kind whose capability the server did not advertise is
-    /// empty.
+    /// empty. Any failure is [`ClientError::Listing`].
     pub async fn list_all(
         &mut self,
         kind: Kind,
@@ -457,6 +465,15 @@ impl Connection {
         if capabilities.get(kind.capability()).is_none() {
             return Ok(Vec::new());
         }
+        self.list_pages(kind)
+            .await
+            .map_err(|error| ClientError::Listing {
+                method: kind.list_method(),
+                error: Box::new(error),
+            })
+    }
+
+    async fn list_pages(&mut self, kind: Kind) -> Result<Vec<Value>, ClientError> {
         let method = kind.list_method();
         let mut items = Vec::new();
         // SHA-256 of each cursor, not the cursor: up to MAX_PAGES of them are kept to tell a

@@ -5,6 +5,10 @@ use serde_json::{Value, json};
 
 use crate::support::{World, assert_unchanged};
 
+/// The hint for a server that completed its handshake, then broke the rules of `tools/list`: it
+/// started and speaks MCP, so neither its command nor its environment is blamed.
+const MISBEHAVES: &str = "hint: the server completed its handshake, then failed on `tools/list` as shown above: it misbehaves; report it to the server's authors";
+
 fn tools(n: usize) -> Value {
     (0..n)
         .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
@@ -114,18 +118,38 @@ fn hundred_megabyte_line_is_refused_without_oom() {
 #[test]
 fn hang_times_out() {
     // Re-lock only: a new entry would reach the same hanging `tools/list` after the same
-    // handshake, and each run waits out the timeout.
+    // handshake, and each run waits out the timeout. The server answered `initialize`, so the
+    // hint is not the one about `PATH` and `HOME` for `uvx`/`npx` (none is passed here).
     let (w, before, _) = hostile_world(&json!({"hostile": {"hangOn": "tools/list"}}));
     let started = std::time::Instant::now();
     relock_fails(
         &w,
         &before,
         &["--timeout-secs", "2"],
-        &["no answer to `tools/list` within 2 s"],
+        &[
+            "no answer to `tools/list` within 2 s",
+            "hint: the server completed its handshake but did not answer `tools/list`; raise `--timeout-secs` if it is slow to list, otherwise report it to the server's authors",
+        ],
     );
     assert!(
         started.elapsed().as_secs_f64() < 10.0,
         "bounded by the timeout"
+    );
+}
+
+/// Before the handshake completes, a silent server may be a `uvx`/`npx` one missing `PATH` or
+/// `HOME`: that hint stays for a hang on `initialize`.
+#[test]
+fn hang_before_the_handshake_hints_at_the_environment() {
+    let (w, before, _) = hostile_world(&json!({"hostile": {"hangOn": "initialize"}}));
+    relock_fails(
+        &w,
+        &before,
+        &["--timeout-secs", "1"],
+        &[
+            "no answer to `initialize` within 1 s",
+            "`uvx`/`npx` servers need PATH and HOME: lock it with `--env PATH` `--env HOME`",
+        ],
     );
 }
 
@@ -134,7 +158,7 @@ fn exit_mid_list() {
     assert_hostile(
         &json!({"pageSize": 2, "hostile": {"exitOn": "tools/list", "exitOnPage": 2}}),
         &[],
-        &["exited", "tools/list"],
+        &["exited", "tools/list", MISBEHAVES],
     );
 }
 
@@ -161,7 +185,7 @@ fn repeated_cursor() {
     assert_hostile(
         &json!({"pageSize": 1, "hostile": {"repeatCursor": true}}),
         &[],
-        &["repeated the `tools/list` cursor"],
+        &["repeated the `tools/list` cursor", MISBEHAVES],
     );
 }
 
@@ -176,6 +200,7 @@ fn cursor_longer_than_64_kib_is_refused() {
         &[
             "the server sent a `tools/list` cursor of 65537 bytes",
             "mcpsum takes cursors of at most 65536 bytes",
+            MISBEHAVES,
         ],
     );
     let (w, _, s) = hostile_world(&json!({"pageSize": 2, "hostile": {"hugeCursorBytes": 65_536}}));
@@ -190,7 +215,7 @@ fn more_than_a_thousand_tools() {
     assert_hostile(
         &json!({"tools": [], "generateTools": 1001, "pageSize": 100}),
         &[],
-        &["more than 1000 tools"],
+        &["more than 1000 tools", MISBEHAVES],
     );
 }
 

@@ -320,6 +320,29 @@ fn json_report_when_the_lockfile_cannot_be_used() {
     );
 }
 
+/// A live surface with two tools of one name cannot be compared: exit 2, and the hint says the
+/// server misbehaves rather than pointing at its command.
+#[test]
+fn duplicate_live_names_say_the_server_misbehaves() {
+    let (w, _) = locked();
+    let mut s = base();
+    s["hostile"] = json!({"duplicateNames": true});
+    w.scenario("drifty", &s);
+    w.run(&["verify"]).code(2).stdout_has(&[
+        "two tools share the name `fetch`",
+        "hint: the server misbehaves: its live surface cannot be compared with the lock; report it to the server's authors",
+    ]);
+    let doc = w.run(&["verify", "--json"]).json();
+    assert_eq!(doc["servers"][0]["status"], "error");
+    assert!(
+        doc["servers"][0]["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("the server misbehaves"),
+        "{doc:#}"
+    );
+}
+
 #[test]
 fn json_lists_changed_items_with_digests() {
     let (w, _) = locked();
