@@ -13,15 +13,25 @@ pub enum HeadError {
     Malformed(&'static str),
 }
 
-/// The end of the head: the index just past the blank line, if the buffer holds one.
+/// The end of the head: the index just past the first empty line, if the buffer holds one.
+///
+/// A line ends at LF, with or without a CR before it: RFC 9112 2.2 lets a recipient accept a bare
+/// LF, as most servers do, and [`parse_head`] does. So the head ends at the first LF followed by
+/// either LF or CRLF, whichever ending each line used (`\r\n\r\n`, `\n\n`, `\n\r\n`, `\r\n\n`).
+/// Looking only for `\r\n\r\n` and `\n\n` left a client whose last header ended in LF and whose
+/// empty line ended in CRLF waiting for the 408 of the head timeout. The terminator is at most 3 bytes and starts with LF, so a search may start
+/// 2 bytes before newly read data (the proxy's incremental read relies on this).
 pub fn head_end(buf: &[u8]) -> Option<usize> {
-    // Bare LF line ends are tolerated (RFC 9112 2.2), as most servers do.
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    buf.iter().enumerate().find_map(|(i, &b)| {
+        if b != b'\n' {
+            return None;
+        }
+        match &buf[i + 1..] {
+            [b'\n', ..] => Some(i + 2),
+            [b'\r', b'\n', ..] => Some(i + 3),
+            _ => None,
+        }
+    })
 }
 
 /// Parse a complete head (as delimited by [`head_end`]) into the `CONNECT` authority.
@@ -114,5 +124,27 @@ mod tests {
         assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\r\n\r\nxyz"), Some(24));
         assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\r\nHost: a\r\n"), None);
         assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\n\n"), Some(22));
+        // Bare LF line ends, then an empty line ended by CRLF (or the other way round).
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\nHost: a\n\r\n"), Some(31));
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\n\r\nxyz"), Some(23));
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\r\nHost: a\r\n\n"), Some(32));
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\nHost: a\n\n"), Some(30));
+        // A CR alone ends no line; an empty line is only one right after a line end.
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\r\r\n"), None);
+        assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\nHost: a\r\n\r"), None);
+        assert_eq!(head_end(b"\r\n"), None);
+        // The first empty line wins, whatever its ending.
+        assert_eq!(head_end(b"C\n\r\n\r\n\r\n"), Some(4));
+        // Every head the parser accepts is found complete, with any mix of line endings.
+        for (eol, blank) in [
+            ("\r\n", "\r\n"),
+            ("\n", "\r\n"),
+            ("\r\n", "\n"),
+            ("\n", "\n"),
+        ] {
+            let head = format!("CONNECT a:1 HTTP/1.1{eol}Host: a{eol}{blank}");
+            assert_eq!(head_end(head.as_bytes()), Some(head.len()), "{head:?}");
+            assert_eq!(parse_head(head.as_bytes()), Ok("a:1"), "{head:?}");
+        }
     }
 }

@@ -371,6 +371,37 @@ async fn malformed_and_pipelined_requests_are_400() {
 }
 
 #[tokio::test]
+async fn a_head_with_bare_lf_line_ends_is_answered_at_once() {
+    // Each line may end in LF or CRLF, the empty line included: every mix ends the head, so the
+    // client gets its answer instead of a 408 once the head timeout has run out.
+    let (audit, records) = memory_audit();
+    let proxy = Proxy::start_with(
+        &strings(&["test.example:443"]),
+        FakeResolver::with(&[]),
+        audit,
+        records,
+        |c| c.timeouts.head = Duration::from_secs(2),
+    )
+    .await;
+    let requests = [
+        "CONNECT evil.example:443 HTTP/1.1\nHost: evil.example:443\n\r\n",
+        "CONNECT evil.example:443 HTTP/1.1\nHost: evil.example:443\n\n",
+        "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\n",
+        "CONNECT evil.example:443 HTTP/1.1\n\r\n",
+    ];
+    for request in requests {
+        let (_s, status, _) = connect_via(proxy.addr, request).await;
+        assert_eq!(status, 403, "{request:?}");
+    }
+    let records = wait_records(&proxy.records, requests.len()).await;
+    assert!(
+        records.iter().all(|r| r.reason == Reason::NotListed),
+        "{records:#?}"
+    );
+    proxy.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn mismatched_or_missing_sni_is_closed() {
     let pki = pki(&["test.example", "other.example"]);
     let upstream = tls_server(pki.server.clone(), Mode::Echo).await;
