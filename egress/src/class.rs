@@ -30,7 +30,7 @@ pub enum AddressClass {
     /// `fc00::/7`.
     UniqueLocal,
     /// `192.0.0.0/24`, `2001::/23` (IETF protocol assignments, incl. Teredo), `64:ff9b:1::/48`
-    /// (local-use NAT64), `100::/64` (discard).
+    /// (local-use NAT64), `100::/64` (discard), `5f00::/16` (SRv6 SIDs, RFC 9602).
     Special,
     /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, `3fff::/20`.
     Documentation,
@@ -38,7 +38,8 @@ pub enum AddressClass {
     Benchmark,
     /// `224/4`, `ff00::/8`.
     Multicast,
-    /// `240/4` (incl. broadcast), and other IPv6 forms inside `::/16`.
+    /// `240/4` (incl. broadcast); IPv6 outside `2000::/3` that no other class names (`::/16`
+    /// forms, the rest of `64:ff9b::/16` and `100::/8`, space IANA has not allocated).
     Reserved,
 }
 
@@ -76,7 +77,9 @@ impl fmt::Display for AddressClass {
 
 /// Classify an address. IPv4-mapped (`::ffff:a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
 /// (`2002::/16`) addresses are judged by the IPv4 address inside them, since that is where the
-/// packets end up.
+/// packets end up. Any other IPv6 address is public only inside `2000::/3`, the only space IANA
+/// has allocated for global unicast (IPv6 Address Space registry), and outside the
+/// special-purpose ranges there.
 pub fn classify(ip: IpAddr) -> AddressClass {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
@@ -120,11 +123,16 @@ fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         [0x2001, 0xdb8, ..] => C::Documentation,
         [0x2001, x, ..] if x < 0x200 => C::Special,
         [x, ..] if x & 0xfff0 == 0x3ff0 => C::Documentation,
+        [0x5f00, ..] => C::Special,
         [x, ..] if x & 0xfe00 == 0xfc00 => C::UniqueLocal,
         [x, ..] if x & 0xffc0 == 0xfe80 => C::LinkLocal,
         [x, ..] if x & 0xffc0 == 0xfec0 => C::SiteLocal,
         [x, ..] if x & 0xff00 == 0xff00 => C::Multicast,
-        _ => C::Public,
+        [x, ..] if x & 0xe000 == 0x2000 => C::Public,
+        // Deny by default: space outside 2000::/3 is unallocated or reserved by the IETF, and a
+        // later assignment there (as 5f00::/16 for SRv6 SIDs was) need not be globally routed. A
+        // resolver answering with such an address is refused, not trusted to mean the internet.
+        _ => C::Reserved,
     }
 }
 
@@ -195,12 +203,41 @@ mod tests {
             ("2001:db8::1", C::Documentation),
             ("3fff::1", C::Documentation),
             ("100::1", C::Special),
-            ("100:0:0:1::1", C::Public),
+            // The dummy prefix of RFC 9780, and the rest of 100::/8.
+            ("100:0:0:1::1", C::Reserved),
+            ("100:1::1", C::Reserved),
             ("2001::1", C::Special),
             ("2001:1ff::1", C::Special),
             ("64:ff9b:1::1", C::Special),
             ("2606:4700::1111", C::Public),
             ("2a00:1450::1", C::Public),
+            // The low edge of 2000::/3, and just past or inside its special ranges.
+            ("2000::", C::Public),
+            ("2000::1", C::Public),
+            ("2001:200::1", C::Public),
+            ("3fff:fff::1", C::Documentation),
+            // Outside 2000::/3: unallocated, reserved, or special, never public.
+            ("1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", C::Reserved),
+            ("4000::", C::Reserved),
+            ("64:ff9b:2::1", C::Reserved),
+            ("64:ff9b:5::2", C::Reserved),
+            ("64:ff9b:0:0:1::808:808", C::Reserved),
+            ("200::1", C::Reserved),
+            ("400::1", C::Reserved),
+            ("800::1", C::Reserved),
+            ("1000::1", C::Reserved),
+            ("4000::1", C::Reserved),
+            ("5f00::1", C::Special),
+            ("5f00:ffff::1", C::Special),
+            ("5eff::1", C::Reserved),
+            ("6000::1", C::Reserved),
+            ("8000::1", C::Reserved),
+            ("a000::1", C::Reserved),
+            ("c000::1", C::Reserved),
+            ("e000::1", C::Reserved),
+            ("f000::1", C::Reserved),
+            ("f800::1", C::Reserved),
+            ("fe00::1", C::Reserved),
             // Judged by the IPv4 inside.
             ("::ffff:127.0.0.1", C::Loopback),
             ("::ffff:10.0.0.5", C::Private),
@@ -214,6 +251,26 @@ mod tests {
         for (text, want) in cases {
             let ip: IpAddr = text.parse().unwrap();
             assert_eq!(classify(ip), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn no_ipv6_outside_2000_slash_3_is_public() {
+        // Every first segment outside 2000::/3, with a few tails. (`::ffff:0:0/96` and
+        // `64:ff9b::/96` are judged by the IPv4 address inside; `classes` covers them.)
+        for head in 0..=u16::MAX {
+            for tail in [
+                [0, 0, 0, 0, 0, 0, 1],
+                [0, 0, 0, 0, 0, 0x0808, 0x0808],
+                [0xffff; 7],
+            ] {
+                let ip = Ipv6Addr::new(
+                    head, tail[0], tail[1], tail[2], tail[3], tail[4], tail[5], tail[6],
+                );
+                if head & 0xe000 != 0x2000 {
+                    assert_ne!(classify(IpAddr::V6(ip)), C::Public, "{ip}");
+                }
+            }
         }
     }
 }
