@@ -15,7 +15,10 @@ pub struct ClientHelloInfo {
     /// The SNI host name, lower-case; `None` when absent (an IP literal sent as SNI counts as
     /// absent).
     pub sni: Option<String>,
-    /// The offered ALPN protocols (lossy UTF-8), empty when none.
+    /// The offered ALPN protocols, empty when none. A protocol name is opaque bytes (RFC 7301
+    /// 3.1) chosen by the client, so it is kept as graphic ASCII with every other byte (space,
+    /// controls, non-ASCII) and `\` itself written `\xNN`: `h2` stays `h2`, the bytes `c2 9b`
+    /// become `\xc2\x9b`.
     pub alpn: Vec<String>,
 }
 
@@ -82,10 +85,7 @@ impl HelloReader {
                     let sni = hello.server_name().map(str::to_owned);
                     let alpn = hello
                         .alpn()
-                        .map(|it| {
-                            it.map(|p| String::from_utf8_lossy(p).into_owned())
-                                .collect()
-                        })
+                        .map(|it| it.map(alpn_text).collect())
                         .unwrap_or_default();
                     return Ok(Some(ClientHelloInfo { sni, alpn }));
                 }
@@ -111,6 +111,24 @@ impl HelloReader {
     }
 }
 
+/// An ALPN protocol name as audit text. Decoding it as UTF-8 (even lossily) would let a client
+/// put C1 controls such as U+009B (CSI) or bidi overrides into `mcpsum audit` output, where a
+/// terminal or a log viewer acts on them; `\` is escaped too, so the text maps back to one byte
+/// string.
+fn alpn_text(id: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(id.len());
+    for &b in id {
+        if b.is_ascii_graphic() && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
 /// Read a ClientHello from `reader` (no timeout here; the caller bounds the time). Returns what it
 /// said and every byte read, to forward unchanged.
 pub async fn read_client_hello<R>(
@@ -132,6 +150,32 @@ where
         };
         if let Some(info) = hr.push(&chunk[..n])? {
             return Ok((info, hr.into_bytes()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn alpn_names_become_graphic_ascii() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"h2", "h2"),
+            (b"http/1.1", "http/1.1"),
+            (b"~!{}\"'", "~!{}\"'"),
+            // U+009B (CSI) in UTF-8, and as a lone Latin-1 byte.
+            ("x\u{9b}31m".as_bytes(), "x\\xc2\\x9b31m"),
+            (b"\x9b", "\\x9b"),
+            (b"a\x1b[2Jb", "a\\x1b[2Jb"),
+            (b"a b\t\r\n\x7f\x00", "a\\x20b\\x09\\x0d\\x0a\\x7f\\x00"),
+            // `\` itself, so no name can pass for the escaped form of another.
+            (b"a\\x41", "a\\x5cx41"),
+            ("é".as_bytes(), "\\xc3\\xa9"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(alpn_text(bytes), *want, "{bytes:?}");
         }
     }
 }

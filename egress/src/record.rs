@@ -38,7 +38,8 @@ pub struct EgressRecord {
     pub connected: Option<String>,
     /// The ClientHello's SNI, when a hello was read and had one.
     pub sni: Option<String>,
-    /// The ALPN protocols the ClientHello offered.
+    /// The ALPN protocols the ClientHello offered, as graphic ASCII with any other byte written
+    /// `\xNN` (see [`crate::ClientHelloInfo::alpn`]).
     pub alpn: Vec<String>,
     /// `allow` when a tunnel was relayed, else `deny`.
     pub decision: Decision,

@@ -69,6 +69,20 @@ fn sni_and_alpn_from_a_tls13_hello() {
 }
 
 #[test]
+fn alpn_names_that_are_not_printable_are_escaped() {
+    // A client chooses its ALPN bytes; U+009B (CSI) or ESC must not reach a terminal that shows
+    // the audit log.
+    let mut c = config(rustls::ALL_VERSIONS, &[]);
+    c.alpn_protocols = vec![
+        b"h2".to_vec(),
+        "\u{9b}2J".as_bytes().to_vec(),
+        b"\x1b[0m x\\".to_vec(),
+    ];
+    let info = read_all(&hello_bytes(c, "a.example.com")).unwrap().unwrap();
+    assert_eq!(info.alpn, vec!["h2", "\\xc2\\x9b2J", "\\x1b[0m\\x20x\\x5c"]);
+}
+
+#[test]
 fn hello_without_sni() {
     let mut c = config(rustls::ALL_VERSIONS, &[]);
     c.enable_sni = false;
