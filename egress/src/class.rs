@@ -41,6 +41,11 @@ pub enum AddressClass {
     /// `240/4` (incl. broadcast); IPv6 outside `2000::/3` that no other class names (`::/16`
     /// forms, the rest of `64:ff9b::/16` and `100::/8`, space IANA has not allocated).
     Reserved,
+    /// An address of this host itself, public or not (its global IPv6 or public IPv4 address,
+    /// or one routed to it locally). No range says which addresses a host has, so [`classify`]
+    /// never returns this: the proxy finds it once a connection is open (see
+    /// [`crate::connection_is_local`]).
+    HostLocal,
 }
 
 impl AddressClass {
@@ -65,6 +70,7 @@ impl AddressClass {
             AddressClass::Benchmark => "benchmark",
             AddressClass::Multicast => "multicast",
             AddressClass::Reserved => "reserved",
+            AddressClass::HostLocal => "host_local",
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The pure decisions of design 6.1 steps 4-5 and 9: may this target be tried, which resolved
-//! addresses may be connected to, and does the ClientHello's SNI fit the target. No I/O, so each
-//! is a table test.
+//! The pure decisions of design 6.1 steps 4-6 and 9: may this target be tried, which resolved
+//! addresses may be connected to, did a connection end on this host, and does the ClientHello's
+//! SNI fit the target. No I/O, so each is a table test.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -66,6 +66,24 @@ pub fn vet_addresses(allowlist: &Allowlist, port: u16, addrs: &[IpAddr]) -> Vett
         }
     }
     out
+}
+
+/// Whether an open connection from `local` to `peer` reached this host itself.
+///
+/// A name that resolves to one of the host's own public addresses passes [`vet_addresses`], but a
+/// tunnel there would reach every host service bound to `0.0.0.0` or `::`, which the server's
+/// own network namespace is meant to keep out of reach. Which addresses are the host's is for the
+/// kernel's routing to say, and it shows in the source address it picked: a connection to an
+/// address of the host is sourced from that same address (for IPv4 also one in a range routed
+/// to the host with `ip route add local ...`), and one sourced from loopback never left the host
+/// (an IPv6 range routed locally, on a host without a global IPv6 address). Comparing with the
+/// interface addresses would add nothing: every address on an interface is caught here.
+///
+/// Not caught: an IPv6 range routed locally on a host that also has a global IPv6 address (the
+/// kernel sources from that address), and a local route with an explicit `src`. Telling those
+/// apart needs a route lookup (`RTM_GETROUTE` answering `RTN_LOCAL`).
+pub fn connection_is_local(local: IpAddr, peer: IpAddr) -> bool {
+    local.to_canonical() == peer.to_canonical() || classify(local) == AddressClass::Loopback
 }
 
 /// Whether the SNI of the ClientHello fits the target: a name target needs SNI equal to the host
@@ -165,6 +183,31 @@ mod tests {
                 ],
             }
         );
+    }
+
+    #[test]
+    fn local_connections() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let cases = [
+            // (local, peer, reached this host)
+            ("198.20.0.1", "198.20.0.1", true),
+            ("2a00::1", "2a00::1", true),
+            ("::ffff:198.20.0.1", "198.20.0.1", true),
+            // An IPv6 range routed locally, on a host without a global IPv6 address.
+            ("::1", "2a00:1::7", true),
+            ("127.0.0.1", "198.20.1.5", true),
+            ("::ffff:127.0.0.1", "198.20.1.5", true),
+            ("192.168.1.10", "140.82.112.6", false),
+            ("2a00::1", "2606:4700::1111", false),
+            ("10.0.0.5", "10.0.0.6", false),
+        ];
+        for (local, peer, want) in cases {
+            assert_eq!(
+                connection_is_local(ip(local), ip(peer)),
+                want,
+                "{local} -> {peer}"
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! 2. refuses a target no [`Allowlist`] entry admits, before any name lookup (403);
 //! 3. resolves names itself and keeps only public addresses, or those whose `IP:port` is listed
 //!    ([`classify`]); nothing left is a 403;
-//! 4. connects to the kept addresses in order and pins the first that answers (no second lookup);
+//! 4. connects to the kept addresses in order and pins the first that answers (no second lookup),
+//!    skipping any that turns out to be this host's own unless its `IP:port` is listed;
 //! 5. replies 200, then requires a TLS ClientHello whose SNI names the requested host, read with
 //!    `rustls::server::Acceptor` and forwarded unchanged: TLS is never terminated;
 //! 6. relays both ways and hands one [`EgressRecord`] per connection to the audit sink.
@@ -30,7 +31,9 @@ mod splice;
 
 pub use allowlist::{Allowlist, AllowlistError, Entry, EntryProblem, Host, Pattern, Target};
 pub use class::{AddressClass, classify};
-pub use decide::{TargetDecision, Vetted, decide_target, sni_matches, vet_addresses};
+pub use decide::{
+    TargetDecision, Vetted, connection_is_local, decide_target, sni_matches, vet_addresses,
+};
 pub use head::HeadError;
 // The request-head parser, public for the fuzz targets in `fuzz/` (the proxy is its only user).
 #[doc(hidden)]

@@ -17,7 +17,10 @@ use tokio::task::JoinSet;
 use tokio::time::timeout;
 
 use crate::allowlist::{Allowlist, Target};
-use crate::decide::{TargetDecision, decide_target, sni_matches, vet_addresses};
+use crate::class::AddressClass;
+use crate::decide::{
+    TargetDecision, connection_is_local, decide_target, sni_matches, vet_addresses,
+};
 use crate::head::{HeadError, head_end, parse_head};
 use crate::hello::{HelloError, read_client_hello};
 use crate::record::{Decision, Dropped, EgressRecord, Reason};
@@ -368,16 +371,7 @@ async fn run(
                 })
                 .collect();
             if vetted.kept.is_empty() {
-                let classes: Vec<String> = vetted
-                    .dropped
-                    .iter()
-                    .map(|(ip, c)| format!("{ip} {c}"))
-                    .collect();
-                let d = format!(
-                    "`{host}` resolves only to non-public addresses ({}); list `IP:{}` too to allow one",
-                    classes.join(", "),
-                    target.port
-                );
+                let d = non_public(&host, target.port, &rec.dropped);
                 return refuse(client, rec, 403, Reason::NonPublic, d).await;
             }
             vetted.kept
@@ -388,17 +382,63 @@ async fn run(
     let mut last_error = String::new();
     let mut upstream = None;
     for addr in candidates {
-        match timeout(t.connect, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                upstream = Some((s, addr));
-                break;
+        let stream = match timeout(t.connect, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                last_error = format!("{addr}: {e}");
+                continue;
             }
-            Ok(Err(e)) => last_error = format!("{addr}: {e}"),
-            Err(_) => last_error = format!("{addr}: no answer within {}", secs(t.connect)),
+            Err(_) => {
+                last_error = format!("{addr}: no answer within {}", secs(t.connect));
+                continue;
+            }
+        };
+        // A public address can still be this host's own, which shows only once connected (see
+        // `connection_is_local`): drop it like a refused class, closing the connection before a
+        // byte is sent on it. A listed `IP:port` (an IP target is one) may reach anything.
+        if !config.allowlist.lists_ip(addr.ip(), addr.port()) {
+            match stream.local_addr() {
+                Ok(local) if !connection_is_local(local.ip(), addr.ip()) => {}
+                Ok(_) => {
+                    drop(stream);
+                    rec.dropped.push(Dropped {
+                        address: addr.ip().to_string(),
+                        class: AddressClass::HostLocal,
+                    });
+                    continue;
+                }
+                Err(e) => {
+                    drop(stream);
+                    last_error = format!(
+                        "{addr}: the connection's local address is unknown ({e}), so it could be \
+                         this host"
+                    );
+                    continue;
+                }
+            }
         }
+        upstream = Some((stream, addr));
+        break;
     }
     let Some((mut upstream, addr)) = upstream else {
-        let d = format!("could not connect to `{host}`: {last_error}");
+        if last_error.is_empty() {
+            // Every kept address was this host's own.
+            let d = non_public(&host, target.port, &rec.dropped);
+            return refuse(client, rec, 403, Reason::NonPublic, d).await;
+        }
+        let own: Vec<&str> = rec
+            .dropped
+            .iter()
+            .filter(|d| d.class == AddressClass::HostLocal)
+            .map(|d| d.address.as_str())
+            .collect();
+        let mut d = format!("could not connect to `{host}`: {last_error}");
+        if !own.is_empty() {
+            d.push_str(&format!(
+                " (skipped as this host's own: {})",
+                own.join(", ")
+            ));
+        }
         return refuse(client, rec, 502, Reason::ConnectError, d).await;
     };
     let _ = upstream.set_nodelay(true);
@@ -509,6 +549,18 @@ async fn read_head<R: AsyncRead + Unpin>(
             return Err(HeadRead::TooLarge);
         }
     }
+}
+
+/// The detail of a `non_public` refusal: what `host` resolved to and how to allow an address.
+fn non_public(host: &str, port: u16, dropped: &[Dropped]) -> String {
+    let classes: Vec<String> = dropped
+        .iter()
+        .map(|d| format!("{} {}", d.address, d.class))
+        .collect();
+    format!(
+        "`{host}` resolves only to non-public addresses ({}); list `IP:{port}` too to allow one",
+        classes.join(", ")
+    )
 }
 
 /// The target of a non-CONNECT request line, for the record.

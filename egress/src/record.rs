@@ -32,7 +32,9 @@ pub struct EgressRecord {
     pub rule: Option<String>,
     /// Addresses the name resolved to (empty for IP targets and refusals before lookup).
     pub resolved: Vec<String>,
-    /// Resolved addresses that were dropped, with their class.
+    /// Resolved addresses that were dropped, with their class: before connecting, or (class
+    /// `host_local`) once a connection showed the address is this host's own; that connection
+    /// is closed before any byte is sent on it.
     pub dropped: Vec<Dropped>,
     /// The pinned upstream `address:port`, or null.
     pub connected: Option<String>,
@@ -85,7 +87,8 @@ pub enum Reason {
     Ok,
     /// No allowlist entry admits the target (403, no lookup done).
     NotListed,
-    /// The name resolved only to non-public, unlisted addresses (403).
+    /// The name resolved only to non-public, unlisted addresses (403), counting this host's own
+    /// addresses (class `host_local`) as non-public.
     NonPublic,
     /// A method other than `CONNECT` (405).
     Method,
@@ -202,6 +205,10 @@ mod tests {
         assert_eq!(v["decision"], "deny");
         assert_eq!(v["reason"], "sni_mismatch");
         assert_eq!(v["dropped"][0]["class"], "loopback");
+        r.dropped[0].class = AddressClass::HostLocal;
+        let v: serde_json::Value = serde_json::from_str(&r.to_json_line()).unwrap();
+        assert_eq!(v["dropped"][0]["class"], AddressClass::HostLocal.as_str());
+        assert_eq!(v["dropped"][0]["class"], "host_local");
         assert_eq!(v["target"], serde_json::Value::Null);
     }
 }
