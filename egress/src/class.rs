@@ -129,6 +129,8 @@ fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         [0x2001, 0xdb8, ..] => C::Documentation,
         [0x2001, x, ..] if x < 0x200 => C::Special,
         [0x3fff, x, ..] if x < 0x1000 => C::Documentation,
+        // The 6bone test network, returned in 2006 (RFC 3701) and not routed since.
+        [0x3ffe, ..] => C::Reserved,
         [0x5f00, ..] => C::Special,
         [x, ..] if x & 0xfe00 == 0xfc00 => C::UniqueLocal,
         [x, ..] if x & 0xffc0 == 0xfe80 => C::LinkLocal,
@@ -224,7 +226,7 @@ mod tests {
             ("3fff:fff::1", C::Documentation),
             // 3fff::/20 is documentation (RFC 9637), not all of 3ff0::/12.
             ("3fff:1000::1", C::Public),
-            ("3ffe::1", C::Public),
+            ("3ffe::1", C::Reserved),
             ("3ff0::1", C::Public),
             ("3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", C::Public),
             // Outside 2000::/3: unallocated, reserved, or special, never public.
