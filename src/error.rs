@@ -69,6 +69,11 @@ impl Error {
         self
     }
 
+    /// The detail lines (each problem of a lockfile that failed validation).
+    pub fn detail_lines(&self) -> &[String] {
+        &self.details
+    }
+
     /// The hint, if any.
     pub fn hint_text(&self) -> Option<&str> {
         self.hint.as_deref()

@@ -26,16 +26,18 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
     match &cli.command {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
-        cli::Command::Show(a) => commands::show::run(lockfile, a),
+        cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a)),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
         cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
-        cli::Command::Taint(cli::TaintCommand::List { json }) => commands::taint::list(*json),
+        cli::Command::Taint(cli::TaintCommand::List { json }) => {
+            json_on_error(*json, commands::taint::list(*json))
+        }
         cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
             commands::taint::reset(session.as_deref(), *all)
         }
         cli::Command::Audit(a) => commands::audit::run(a).await,
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
-            commands::sandbox::run(lockfile, a).await
+            json_on_error(a.json, commands::sandbox::run(lockfile, a).await)
         }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
@@ -81,9 +83,25 @@ pub fn main() -> std::process::ExitCode {
     crate::output::init(color, cli.quiet, cli.verbose);
     // `show` only reads the lockfile: no runtime, no children to look after.
     if let cli::Command::Show(args) = &cli.command {
-        return exit_code(commands::show::run(cli.lockfile.as_deref(), args));
+        let result = commands::show::run(cli.lockfile.as_deref(), args);
+        return exit_code(json_on_error(args.json, result));
     }
     run_async(cli)
+}
+
+/// A command asked for `--json` that fails before printing its document prints one that says
+/// why (`error`, `details`, `hint`, `exitCode`), so that a machine reading stdout gets one
+/// document either way; the error also goes to stderr as usual.
+fn json_on_error(json: bool, result: Result<Exit>) -> Result<Exit> {
+    if json && let Err(e) = &result {
+        crate::output::stdout_json(&serde_json::json!({
+            "exitCode": e.exit() as i32,
+            "error": e.one_line(),
+            "details": e.detail_lines(),
+            "hint": e.hint_text(),
+        }));
+    }
+    result
 }
 
 /// Runs every command but `show` on a runtime. Kept out of line: the future of [`run`] holds

@@ -21,7 +21,9 @@ pub fn find_lockfile(flag: Option<&Path>) -> Result<Option<PathBuf>> {
     Ok(cwd
         .ancestors()
         .map(|d| d.join(LOCKFILE_NAME))
-        .find(|p| p.is_file()))
+        // A link counts even when dangling or looping: the read then says what is wrong with
+        // it, rather than that there is no lockfile (or a parent's being used instead).
+        .find(|p| p.is_file() || p.symlink_metadata().is_ok_and(|m| m.is_symlink())))
 }
 
 /// The lockfile a reading command uses; an error naming the search when there is none.

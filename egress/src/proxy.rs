@@ -558,7 +558,10 @@ fn non_public(host: &str, port: u16, dropped: &[Dropped]) -> String {
         .map(|d| format!("{} {}", d.address, d.class))
         .collect();
     // The entry that would allow the first of them, in the allowlist's own syntax.
-    let entry = match dropped.first().map(|d| d.address.parse::<std::net::IpAddr>()) {
+    let entry = match dropped
+        .first()
+        .map(|d| d.address.parse::<std::net::IpAddr>())
+    {
         Some(Ok(ip)) => std::net::SocketAddr::new(ip, port).to_string(),
         _ => format!("IP:{port}"),
     };

@@ -41,26 +41,12 @@ fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err
             "exitCode": err.exit() as i32,
             "servers": [],
             "error": err.one_line(),
-            "details": detail_lines(&err),
+            "details": err.detail_lines(),
             "hint": err.hint_text(),
         })),
         Format::Text => {}
     }
     err
-}
-
-/// An error's detail lines (each problem of a lockfile that failed validation): what its
-/// one-line form leaves out. Read from the rendered error, where each is one line indented under
-/// the message, before the causes and the hint.
-fn detail_lines(err: &Error) -> Vec<String> {
-    let rendered = err.to_string();
-    let body = rendered.split("\n\nhint: ").next().unwrap_or_default();
-    body.lines()
-        .skip(1)
-        .map(str::trim_start)
-        .take_while(|l| !l.starts_with("caused by: "))
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Runs `verify`.

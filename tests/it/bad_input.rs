@@ -46,12 +46,18 @@ fn refused_everywhere(w: &World, needles: &[&str]) -> Run {
     ];
     for (what, r) in &runs {
         r.code(2).stderr_has(needles).stderr_has(&[&path, "hint: "]);
-        if *what == "verify --json" {
+        if what.ends_with("--json") {
             // `--json` promises one document: the error is in it too.
             let doc = r.json();
-            assert_eq!(doc["exitCode"], 2, "{doc:#}");
-            assert_eq!(doc["lockfile"], path.as_str(), "{doc:#}");
-            assert!(doc["hint"].is_string(), "{doc:#}");
+            assert_eq!(doc["exitCode"], 2, "{what}: {doc:#}");
+            if *what == "verify --json" {
+                assert_eq!(doc["lockfile"], path.as_str(), "{doc:#}");
+            }
+            assert!(
+                doc["error"].as_str().unwrap().contains(&path),
+                "{what}: {doc:#}"
+            );
+            assert!(doc["hint"].is_string(), "{what}: {doc:#}");
         } else {
             assert!(r.stdout.is_empty(), "{what}: nothing on stdout: {r:?}");
         }
@@ -228,7 +234,7 @@ fn unknown_name_lists_the_names() {
             &w.lockfile().display().to_string(),
             "servers in this lockfile: `modern`, `notes`",
         ]);
-        if args[0] == "verify" && args.contains(&"--json") {
+        if args.contains(&"--json") {
             assert_eq!(r.json()["exitCode"], 2, "{args:?}: {r:?}");
         } else {
             assert!(r.stdout.is_empty(), "{args:?}: {r:?}");

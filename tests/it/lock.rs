@@ -548,6 +548,11 @@ fn lock_refuses_dangling_and_looping_lockfile_links() {
         "mcp.lock`: it is a symbolic link to `gone/mcp.lock`, which does not exist",
         "hint: point the link at an existing lockfile",
     ]);
+    // Found by the search from the working directory too, not passed over as if absent.
+    let out = w.bare_cmd().arg("show").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("which does not exist"), "{stderr}");
 
     std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink("mcp.lock", &link).unwrap();

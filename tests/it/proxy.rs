@@ -3324,7 +3324,13 @@ fn a_task_only_tool_is_refused_with_a_reason() {
         let r = px.call(json!(1), "research", json!({}));
         let e = error_of(&r);
         assert_eq!(e["code"], -32601, "{r:#}");
-        assert!(e["message"].as_str().unwrap().contains("runs only as a task"), "{r:#}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("runs only as a task"),
+            "{r:#}"
+        );
         assert_eq!(px.finish(), 0);
         assert!(tool_calls(&t).is_empty(), "{client:?}");
     }

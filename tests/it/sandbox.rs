@@ -1208,7 +1208,13 @@ fn sandbox_test_exits_2_when_the_sandbox_cannot_be_built() {
             "uid {uid}: reason lacks server or path: {}",
             r.stderr
         );
-        assert!(r.stdout.is_empty(), "uid {uid}: {}", r.stdout);
+        // `--json` promises one document: the reason is in it.
+        let doc = r.json();
+        assert_eq!(doc["exitCode"], 2, "uid {uid}: {doc:#}");
+        assert!(
+            doc["error"].as_str().unwrap().contains("probe"),
+            "uid {uid}: {doc:#}"
+        );
 
         // A command that is not there any more.
         let mut lock = w.lock_json();
