@@ -2477,10 +2477,12 @@ impl Proxy {
         signalled: &mut tokio::sync::oneshot::Receiver<()>,
     ) {
         let deadline = tokio::time::Instant::now() + LAST_ANSWERS;
-        while self
-            .pending
-            .values()
-            .any(|p| matches!(p, Pending::Client { .. }))
+        // Not for a client whose stdout is gone as well: nothing would reach it.
+        while !self.to_client.borrow().is_closed()
+            && self
+                .pending
+                .values()
+                .any(|p| matches!(p, Pending::Client { .. }))
         {
             self.write_now();
             let busy = self.to_client.borrow().busy();

@@ -235,6 +235,11 @@ impl Outbox {
         self.q.bytes < ROOM_BYTES && self.q.messages.len() < ROOM_MESSAGES
     }
 
+    /// Whether the peer is gone (a write found its pipe closed).
+    pub(super) fn is_closed(&self) -> bool {
+        self.q.closed
+    }
+
     /// Whether anything waits to be written or flushed.
     pub(super) fn busy(&self) -> bool {
         !self.q.closed && self.writer.is_some() && (!self.q.messages.is_empty() || self.unflushed)
