@@ -151,7 +151,30 @@ pub struct SessionStore {
     path: PathBuf,
     lock_path: PathBuf,
     session: Session,
-    cache: Option<(SystemTime, u64, SessionState)>,
+    /// The state as last read or written, and the file it was in.
+    cache: Option<(FileKey, SessionState)>,
+}
+
+/// What tells one version of the state file from another: every write renames a new file over
+/// it (a new inode), and the time and size change with the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    mtime: SystemTime,
+    len: u64,
+}
+
+impl FileKey {
+    fn of(meta: &std::fs::Metadata) -> std::io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        Ok(Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: meta.modified()?,
+            len: meta.len(),
+        })
+    }
 }
 
 impl SessionStore {
@@ -177,19 +200,15 @@ impl SessionStore {
         let mut state = read_state(&self.path)?.unwrap_or_else(|| SessionState::new(&self.session));
         let out = f(&mut state);
         write_state(&self.path, &state)?;
+        // Still under the lock: the file is the one just written. Taken after the lock, it
+        // could be another proxy's newer write (a taint), which this state would then stand
+        // for until the file changed again.
+        self.cache = std::fs::metadata(&self.path)
+            .and_then(|m| FileKey::of(&m))
+            .ok()
+            .map(|key| (key, state));
         drop(lock);
-        self.remember(state);
         Ok(out)
-    }
-
-    fn remember(&mut self, state: SessionState) {
-        if let Ok(meta) = std::fs::metadata(&self.path)
-            && let Ok(mtime) = meta.modified()
-        {
-            self.cache = Some((mtime, meta.len(), state));
-            return;
-        }
-        self.cache = None;
     }
 
     /// The current state; re-read from disk only when the file changed since the last read.
@@ -201,15 +220,16 @@ impl SessionStore {
             }
             Err(e) => return Err(e),
         };
-        let mtime = meta.modified()?;
-        if let Some((t, len, state)) = &self.cache
-            && *t == mtime
-            && *len == meta.len()
+        let key = FileKey::of(&meta)?;
+        if let Some((k, state)) = &self.cache
+            && *k == key
         {
             return Ok(state.clone());
         }
+        // A write between the stat and the read leaves a key older than the state: the next
+        // call sees a changed file and reads it again, never the other way round.
         let state = read_state(&self.path)?.unwrap_or_else(|| SessionState::new(&self.session));
-        self.cache = Some((mtime, meta.len(), state.clone()));
+        self.cache = Some((key, state.clone()));
         Ok(state)
     }
 
@@ -598,6 +618,38 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another proxy's write is seen even when it leaves the file's time and size as they were
+    /// (a write is a rename, so the file is a new one): a cache keyed on time and size alone
+    /// kept serving a clean state over a taint.
+    #[test]
+    fn a_rewrite_with_the_same_time_and_size_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = Session {
+            id: "1-2".into(),
+            client_pid: 1,
+            client_start: 2,
+        };
+        let mut store = SessionStore::open(dir.path(), &session).unwrap();
+        store.update(|_| ()).unwrap();
+        assert_eq!(store.current().unwrap().client, None);
+        let path = taint_dir(dir.path()).join("1-2.json");
+        let before = std::fs::metadata(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // `"ab"` is as long as `null`.
+        let other = text.replace(r#""client": null"#, r#""client": "ab""#);
+        assert_eq!(other.len(), text.len());
+        let tmp = dir.path().join("next");
+        std::fs::write(&tmp, other).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .unwrap()
+            .set_modified(before.modified().unwrap())
+            .unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert_eq!(store.current().unwrap().client.as_deref(), Some("ab"));
+    }
 
     #[test]
     fn tokens_bind_to_the_call_and_are_single_use() {

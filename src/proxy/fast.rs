@@ -12,13 +12,14 @@
 
 use std::time::Instant;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::outbox::Splice;
 use super::{MAX_IN_FLIGHT, META_SUBSCRIPTION, Pending, Proxy, Retry};
 use crate::lockfile::{Era, Kind};
 use crate::mcp::META_SERVER_INFO;
 use crate::mcp::META_VERSION;
+use crate::mcp::codes;
 use crate::mcp::envelope::{Message, Raw};
 
 /// The result members a legacy client does not get from a 2026-07-28 server.
@@ -278,10 +279,17 @@ impl Proxy {
                     s.text(b"}");
                 }
                 // A source's result reaches the client: the session is tainted first.
-                let is_error = m
-                    .get_in("result", "isError")
-                    .is_some_and(|v| v.json() == "true");
-                self.after_result(&method, &item, is_error);
+                if let Err(why) = self.after_result(&method, &item) {
+                    let mut e = Splice::with_capacity(why.len() + 96);
+                    e.with(|b| {
+                        let answer = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": codes::INTERNAL, "message": why}});
+                        let _ = serde_json::to_writer(&mut *b, &answer);
+                    });
+                    e.text(b"\n");
+                    self.audit
+                        .note_call(&method, &item, false, started.elapsed(), e.len());
+                    return Some(e);
+                }
                 true
             }
             (None, Some(e)) => {

@@ -36,9 +36,6 @@ pub(super) struct TaintGate {
     client_known: bool,
     /// The client's name and version, noted before the session's state was opened.
     client: Option<String>,
-    /// A taint this proxy saw but could not record in the session's state: it still counts
-    /// here (fail closed).
-    unrecorded: Option<TaintMark>,
     /// The arguments of the approved call about to be forwarded (a 2026-07-28 client's): the
     /// server's own questions on it may be answered without asking again.
     pub(super) approved_call: Option<crate::lockfile::Sha256Digest>,
@@ -89,7 +86,6 @@ impl TaintGate {
             next: 0,
             client_known: false,
             client: None,
-            unrecorded: None,
             approved_call: None,
         })
     }
@@ -180,11 +176,10 @@ impl Proxy {
         if !self.taint.labels.is_sink(call) {
             return true;
         }
-        self.taint.unrecorded.is_none()
-            && matches!(
-                self.taint.store.as_mut().map(SessionStore::tainted),
-                None | Some(Ok(None))
-            )
+        matches!(
+            self.taint.store.as_mut().map(SessionStore::tainted),
+            None | Some(Ok(None))
+        )
     }
 
     /// Checks a request before it is forwarded.
@@ -203,8 +198,8 @@ impl Proxy {
             return Gate::Forward(params);
         }
         let mark = match self.taint.store.as_mut().map(SessionStore::tainted) {
-            Some(Ok(m)) => m.or_else(|| self.taint.unrecorded.clone()),
-            None => self.taint.unrecorded.clone(),
+            Some(Ok(m)) => m,
+            None => None,
             Some(Err(e)) => {
                 // Fail closed: an unreadable state could hide a taint.
                 self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval"), modern).await;
@@ -514,14 +509,17 @@ impl Proxy {
         true
     }
 
-    /// A result (`isError` or not) of `method` on `item` reaches the client: a source's
-    /// successful result taints the session.
-    pub(super) fn after_result(&mut self, method: &str, item: &str, is_error: bool) {
+    /// A result of `method` on `item` is about to reach the client: a source's result taints
+    /// the session first, `isError` or not (its text reaches the model all the same). `Err`
+    /// (what to answer instead) when the taint cannot be recorded in the session's state: the
+    /// result is then withheld, since the session's other proxies would not know to ask before
+    /// their sinks (fail closed).
+    pub(super) fn after_result(&mut self, method: &str, item: &str) -> Result<(), String> {
         let Some(call) = call_of(method, item) else {
-            return;
+            return Ok(());
         };
-        if !self.taint.labels.is_source(call) || is_error {
-            return;
+        if !self.taint.labels.is_source(call) {
+            return Ok(());
         }
         let source = match call {
             Call::Tool(t) => t.to_owned(),
@@ -529,7 +527,7 @@ impl Proxy {
         };
         let server = self.name.clone();
         let Some(store) = self.taint.store.as_mut() else {
-            return;
+            return Ok(());
         };
         let mark = TaintMark {
             server,
@@ -545,12 +543,20 @@ impl Proxy {
             }
         });
         match tainted_now {
-            Ok(true) => self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"})),
-            Ok(false) => {}
+            Ok(true) => {
+                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"}));
+                Ok(())
+            }
+            Ok(false) => Ok(()),
             Err(e) => {
-                output_warn(&format!("cannot record the taint of this session: {e}; this proxy asks for approval of its sinks from now on"));
-                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client (not recorded in the session state)"}));
-                self.taint.unrecorded.get_or_insert(mark);
+                output_warn(&format!(
+                    "cannot record the taint of this session: {e}; the result of `{item}` is withheld"
+                ));
+                self.audit.note("refused", json!({"method": method, "item": item, "decision": "withhold", "reason": "the taint of a source's result could not be recorded in the session state"}));
+                Err(format!(
+                    "the result of `{item}` (server `{}`) is withheld: it is untrusted content, and mcpsum could not record that in this session's state ({e}), so the session's other servers would not ask before acting; check the state directory",
+                    self.name
+                ))
             }
         }
     }
@@ -574,7 +580,6 @@ impl Proxy {
             .store
             .as_mut()
             .and_then(|s| s.tainted().ok().flatten())
-            .or_else(|| self.taint.unrecorded.clone())
             .unwrap_or_else(|| TaintMark {
                 server: "?".into(),
                 item: "?".into(),

@@ -1782,11 +1782,17 @@ impl Proxy {
                         {
                             meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
                         }
-                        // A source's result reaches the client: the session is tainted.
-                        let is_error = result.get("isError") == Some(&Value::Bool(true));
-                        self.after_result(&method, &item, is_error);
-                        out["result"] = result;
-                        true
+                        // A source's result reaches the client: the session is tainted first.
+                        match self.after_result(&method, &item) {
+                            Ok(()) => {
+                                out["result"] = result;
+                                true
+                            }
+                            Err(why) => {
+                                out["error"] = json!({"code": codes::INTERNAL, "message": why});
+                                false
+                            }
+                        }
                     }
                 } else {
                     out["error"] = obj.get("error").cloned().unwrap_or_else(|| json!({"code": codes::INTERNAL, "message": "the server answered without result or error"}));

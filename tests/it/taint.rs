@@ -1031,11 +1031,20 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
         let tr = setup(&w, "web", Era::Legacy, &policy);
         // A client without elicitation: refusals are visible without answering prompts.
         let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
-        // A failing source does not taint.
-        let (err, _) = tool_text(&px.call("b", "broken", json!({})));
-        assert!(err);
+        // A source's JSON-RPC error (invalid arguments: no result, nothing from the source)
+        // does not taint.
+        let r = px.request(
+            "b",
+            "tools/call",
+            json!({"name": "broken", "arguments": "not an object"}),
+            None,
+        );
+        assert!(r.get("error").is_some(), "{r:#}");
         let (err, _) = tool_text(&px.call("s1", "send", json!({"to": "one"})));
-        assert!(!err, "{label}: a failed source tainted the session");
+        assert!(
+            !err,
+            "{label}: a source's JSON-RPC error tainted the session"
+        );
         let r = px.request("src", method, params.clone(), None);
         assert!(r.get("result").is_some(), "{r:#}");
         px.finish();
@@ -1399,11 +1408,35 @@ fn an_approval_given_after_the_server_was_quarantined_sends_nothing() {
     );
 }
 
-/// A taint the proxy cannot record (its state directory turned read-only after the start) still
-/// counts: the next sink call needs the person's approval.
+/// A source's `isError` result is still its result: its text (an error page, a bounced mail)
+/// reaches the model, so it taints the session.
+#[test]
+fn a_source_error_result_taints() {
+    for era in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        let tr = setup(&w, "web", era, &default_policy());
+        let mut px = Raw::start(&w, "web", era, json!({}));
+        let (err, _) = tool_text(&px.call("b", "broken", json!({"message": "attacker text"})));
+        assert!(err, "{era:?}");
+        // Refused (this client cannot show a prompt), naming the source, in either era's form.
+        let r = px.call("s", "send", json!({"to": "x"})).to_string();
+        assert!(
+            r.contains("cannot show") && r.contains("`broken`"),
+            "{era:?}: {r}"
+        );
+        px.finish();
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["taint"]["item"], "broken", "{st:#}");
+        assert!(!calls(&tr).iter().any(|(t, _)| t == "send"), "{era:?}");
+    }
+}
+
+/// A source's result whose taint the proxy cannot record (its state directory turned read-only
+/// after the start) is withheld: the session's other proxies could not know to ask before their
+/// sinks. Nothing untrusted reached the client, so its sinks are not asked about.
 #[cfg(target_os = "linux")]
 #[test]
-fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
+fn a_result_whose_taint_cannot_be_recorded_is_withheld() {
     use std::os::unix::fs::PermissionsExt;
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
@@ -1429,8 +1462,10 @@ fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
     assert!(!note.0, "{}", px.stderr());
     let taint_dir = w.path().join("state/taint");
     std::fs::set_permissions(&taint_dir, std::fs::Permissions::from_mode(0o500)).unwrap();
-    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
-    assert!(!err);
+    let r = px.call("src", "read_page", json!({"url": "u"}));
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is withheld"), "{r:#}\n{}", px.stderr());
+    assert!(r.get("result").is_none(), "{r:#}");
     let (r, asked) = px.request_seen(
         "sink",
         "tools/call",
@@ -1438,13 +1473,8 @@ fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
         None,
     );
     std::fs::set_permissions(&taint_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    assert_eq!(
-        asked.len(),
-        1,
-        "the person was asked: {r:#}\n{}",
-        px.stderr()
-    );
-    assert!(tool_text(&r).0, "and the call refused: {r:#}");
+    assert!(asked.is_empty(), "{asked:#?}");
+    assert!(!tool_text(&r).0, "{r:#}");
     assert!(
         px.stderr().contains("cannot record the taint"),
         "{}",
@@ -1452,7 +1482,11 @@ fn a_taint_that_cannot_be_recorded_still_guards_the_sinks() {
     );
     px.finish();
     let tools = tools_called(&tr);
-    assert_eq!(tools, vec!["note", "read_page"]);
+    assert_eq!(tools, vec!["note", "read_page", "send"]);
+    assert!(
+        audit(&w).iter().any(|r| r["decision"] == "withhold"),
+        "the withheld result is audited"
+    );
 }
 
 /// A 2026-07-28 sink that asks questions of its own after the person approved it: its retry goes
