@@ -48,6 +48,8 @@ impl AuditLog {
             .append(true)
             .create(true)
             .mode(0o600)
+            // A link planted in its place is not followed to append to another file.
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| {
                 Error::new(format!("cannot open the audit log `{}`", path.display()))

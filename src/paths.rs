@@ -52,7 +52,8 @@ pub fn state_dir() -> Result<PathBuf> {
         })
 }
 
-/// Creates the state directory (mode 0700) if needed.
+/// Creates the state directory (mode 0700) if needed, and refuses one that is not private
+/// ([`private_dir_problem`]).
 pub fn ensure_state_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir()?;
@@ -69,7 +70,44 @@ pub fn ensure_state_dir() -> Result<PathBuf> {
                 .cause(e)
             })?;
     }
+    if let Some(why) = private_dir_problem(&dir) {
+        return Err(Error::new(format!(
+            "the state directory `{}` is not private: {why}",
+            dir.display()
+        ))
+        .hint(format!(
+            "it holds the taint state and the audit log, which no other user may change: make it yours and not writable by others (`chmod go-w {}`), or set `MCPSUM_STATE_DIR` to a private directory",
+            dir.display()
+        )));
+    }
     Ok(dir)
+}
+
+/// What makes `dir` unfit to hold state another user must not change, if anything: it is not
+/// a directory, not owned by this user, or writable by its group or others. A sticky world-
+/// writable directory (`/tmp`) is refused too: others may add files there, such as links named
+/// like the state's own files.
+pub fn private_dir_problem(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot read it ({e})")),
+    };
+    if !meta.is_dir() {
+        return Some("it is not a directory".to_owned());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Some(format!(
+            "it belongs to uid {}, not to uid {me} that runs mcpsum",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Some(format!("its mode {mode:04o} lets others write to it"));
+    }
+    None
 }
 
 /// `$HOME`.

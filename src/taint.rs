@@ -186,6 +186,12 @@ impl SessionStore {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        if let Some(why) = crate::paths::private_dir_problem(&dir) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("`{}` is not private: {why}", dir.display()),
+            ));
+        }
         Ok(Self {
             path: dir.join(format!("{}.json", session.id)),
             lock_path: dir.join(format!("{}.lock", session.id)),
@@ -246,6 +252,7 @@ fn lock_file(path: &Path) -> std::io::Result<File> {
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     f.lock()?;
     Ok(f)
