@@ -370,6 +370,11 @@ fn consider(line: &[u8], filter: &Filter, view: &mut View) -> bool {
     if !filter.may_match(line) {
         return true;
     }
+    // Not UTF-8 is not a record: serde skips the fields `Head` does not name without checking
+    // them, and `--json` prints a record as it is.
+    if std::str::from_utf8(line).is_err() {
+        return false;
+    }
     let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
         return false;
     };
@@ -482,7 +487,7 @@ impl View {
 
     fn show(&mut self, line: &[u8], head: &Head<'_>, ts: Option<OffsetDateTime>) {
         if self.json {
-            // It parsed as JSON, so it is UTF-8.
+            // Checked to be UTF-8 in `consider`.
             let text = String::from_utf8_lossy(line);
             if self.terminal {
                 self.out.push_str(&output::terminal_json(&text));

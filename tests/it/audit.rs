@@ -482,6 +482,15 @@ fn damaged_lines_and_a_partly_written_last_line_are_skipped_and_counted() {
     l.w.run(&["audit", "--json"])
         .code(0)
         .stderr_has(&["skipped 3 lines"]);
+
+    // A record with bytes that are not UTF-8 in a field mcpsum does not read is not a record
+    // either: `--json` prints records as they are, and this one cannot be.
+    let mut bad = lines[0].trim_end_matches('}').as_bytes().to_vec();
+    bad.extend_from_slice(b",\"junk\":\"\xff\xfe\"}\n");
+    l.append(&bad);
+    let r = l.w.run(&["audit", "--json"]);
+    r.code(0).stderr_has(&["skipped 4 lines"]);
+    assert!(!r.stdout.contains('\u{fffd}'), "{}", r.stdout);
 }
 
 #[test]
