@@ -328,22 +328,21 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         loop {
             // No more input is read while a peer does not take what it was sent: a slow reader
             // slows the other side down instead of growing memory.
-            let room = proxy.has_room();
             // Lines already read are handled before anything is written, so that what a burst of
             // them produces goes out in one write per peer; a lone message is written at once.
-            let buffered = if room {
-                match client_in.buffered() {
-                    Some(frame) => Some(Link::Client(Ok(Some(frame)))),
-                    None => server_in.buffered().map(|f| Link::Server(Ok(Some(f)))),
-                }
-            } else {
-                None
+            let buffered = match proxy.client_room().then(|| client_in.buffered()).flatten() {
+                Some(frame) => Some(Link::Client(Ok(Some(frame)))),
+                None => proxy
+                    .server_room()
+                    .then(|| server_in.buffered())
+                    .flatten()
+                    .map(|f| Link::Server(Ok(Some(f)))),
             };
             let event = match buffered {
                 Some(event) => event,
                 None => {
                     proxy.write_now();
-                    let room = proxy.has_room();
+                    let (client_room, server_room) = (proxy.client_room(), proxy.server_room());
                     let client_busy = proxy.to_client.borrow().busy();
                     let server_busy = proxy.to_server.borrow().busy();
                     let spin = last_message.elapsed() < SPIN;
@@ -351,8 +350,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                         // Input first, polling last: a ready line never loses a draw to a turn.
                         biased;
                         _ = tick.tick(), if proxy.taint.prompts_open() || !proxy.rereads.is_empty() => Link::Tick,
-                        frame = client_in.next_frame(), if room => Link::Client(frame),
-                        frame = server_in.next_frame(), if room => Link::Server(frame),
+                        frame = client_in.next_frame(), if client_room => Link::Client(frame),
+                        frame = server_in.next_frame(), if server_room => Link::Server(frame),
                         () = drain(&proxy.to_client), if client_busy => Link::Written,
                         () = drain(&proxy.to_server), if server_busy => Link::Written,
                         _ = &mut signalled => break End::Signal,
@@ -942,6 +941,27 @@ impl Proxy {
     /// Whether both peers take what they are sent, so that more input may be read.
     fn has_room(&self) -> bool {
         self.to_client.borrow().has_room() && self.to_server.borrow().has_room()
+    }
+
+    /// Whether the client's next line may be read: what it asks goes to the server, which takes
+    /// it, and what mcpsum answers itself (lists from the lock) is bounded.
+    fn client_room(&self) -> bool {
+        self.to_server.borrow().has_room() && self.to_client.borrow().bytes() < self.hard_cap()
+    }
+
+    /// Whether the server's next line may be read: it goes to the client, which takes it. The
+    /// server's own stdin may be full meanwhile: a server that answers one request at a time
+    /// stops reading while it writes a large answer, and must be read for its stdin to drain
+    /// (else both would wait on each other). What a server line makes mcpsum send back to the
+    /// server (a ping's answer) is bounded all the same.
+    fn server_room(&self) -> bool {
+        self.to_client.borrow().has_room() && self.to_server.borrow().bytes() < self.hard_cap()
+    }
+
+    /// What may wait for a peer that does not read, at most, before mcpsum stops reading the
+    /// side that adds to it: room for the largest batch or message that was read whole.
+    fn hard_cap(&self) -> usize {
+        self.max_message.saturating_mul(2).saturating_add(4 << 20)
     }
 
     /// Writes what waits for the client (for a little while), then closes our stdout.

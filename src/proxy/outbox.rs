@@ -235,6 +235,11 @@ impl Outbox {
         self.q.bytes < ROOM_BYTES && self.q.messages.len() < ROOM_MESSAGES
     }
 
+    /// Bytes waiting.
+    pub(super) fn bytes(&self) -> usize {
+        self.q.bytes
+    }
+
     /// Whether the peer is gone (a write found its pipe closed).
     pub(super) fn is_closed(&self) -> bool {
         self.q.closed

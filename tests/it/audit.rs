@@ -753,13 +753,19 @@ fn a_state_directory_others_can_change_is_refused() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
 
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
     let (code, stderr) = proxy();
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("is not private") && stderr.contains("0777"), "{stderr}");
+    assert!(
+        stderr.contains("is not private") && stderr.contains("0777"),
+        "{stderr}"
+    );
 
     // Someone else's directory, even if not writable by others.
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();

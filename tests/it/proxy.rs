@@ -3335,3 +3335,35 @@ fn a_task_only_tool_is_refused_with_a_reason() {
         assert!(tool_calls(&t).is_empty(), "{client:?}");
     }
 }
+
+/// A server that reads a request, then writes its whole answer before it reads the next, stops
+/// reading while a large answer waits in its stdout: the proxy must keep reading that answer
+/// while the server's stdin is full, or both wait on each other for ever.
+#[test]
+fn pipelined_large_calls_to_a_one_at_a_time_server_do_not_deadlock() {
+    let w = World::new();
+    let t = w.transcript("pl");
+    lock(&w, "pl", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "pl", Era::Legacy);
+    px.hello();
+    let pad = "x".repeat(600_000);
+    let mut bytes = Vec::new();
+    for i in 0..4 {
+        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                          "params": {"name": "echo", "arguments": {"pad": pad}}});
+        bytes.extend(serde_json::to_vec(&call).unwrap());
+        bytes.push(b'\n');
+    }
+    // Written from another thread: a deadlocked proxy would block this write too.
+    let mut stdin = px.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&bytes).unwrap();
+        stdin
+    });
+    for i in 0..4 {
+        let r = px.response(&json!(i));
+        assert!(r.get("result").is_some(), "{i}");
+    }
+    drop(writer.join().unwrap());
+    assert_eq!(px.wait(), 0);
+}
