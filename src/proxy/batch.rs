@@ -99,19 +99,13 @@ impl Proxy {
                 ));
                 continue;
             };
-            if obj.contains_key("method")
-                && let Some(why) = super::envelope_problem(&obj)
-            {
+            if let Some(why) = super::envelope_problem(&obj) {
                 // Answered here: an unusable id could not be matched to its answer later.
                 self.drop_junk("client", why);
-                if let Some(id) = obj.get("id") {
-                    let id = if super::valid_id(id) {
-                        id
-                    } else {
-                        &Value::Null
-                    };
-                    batch.answers.push(error_answer(id, why));
-                }
+                let id = obj.get("id").filter(|id| super::valid_id(id));
+                batch
+                    .answers
+                    .push(error_answer(id.unwrap_or(&Value::Null), why));
                 continue;
             }
             if obj.get("method").and_then(Value::as_str) == Some("initialize") {

@@ -622,8 +622,15 @@ fn valid_id(id: &Value) -> bool {
     id.is_string() || id.as_f64().is_some_and(|f| f.fract() == 0.0)
 }
 
-/// What makes a request or notification from the client invalid JSON-RPC, if anything.
+/// What makes a message from the client invalid JSON-RPC, if anything. Responses (to mcpsum's
+/// own requests) are left to [`Proxy::client_response`].
 fn envelope_problem(obj: &Map<String, Value>) -> Option<&'static str> {
+    match obj.get("method") {
+        Some(Value::String(_)) => {}
+        Some(_) => return Some("invalid request: `method` must be a string"),
+        None if obj.contains_key("result") || obj.contains_key("error") => return None,
+        None => return Some("invalid request: neither a request, a notification nor a response"),
+    }
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Some("invalid request: `jsonrpc` must be \"2.0\"");
     }
@@ -1079,17 +1086,13 @@ impl Proxy {
     async fn client_object(&mut self, obj: Map<String, Value>) {
         let id = obj.get("id").cloned();
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
-        if method.is_some()
-            && let Some(why) = envelope_problem(&obj)
-        {
+        if let Some(why) = envelope_problem(&obj) {
             self.drop_junk("client", why);
-            // A request is answered (with id null if its own is unusable); a notification is not.
-            if let Some(id) = id {
-                let id = if valid_id(&id) { id } else { Value::Null };
-                self.reply_error(&id, codes::INVALID_REQUEST, why, None)
-                    .await;
-            }
-            return;
+            // Answered as JSON-RPC says, with id null when its own is missing or unusable.
+            let id = id.filter(valid_id).unwrap_or(Value::Null);
+            return self
+                .reply_error(&id, codes::INVALID_REQUEST, why, None)
+                .await;
         }
         let params = obj.get("params").cloned();
         match (method, id) {

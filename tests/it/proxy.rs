@@ -3367,3 +3367,33 @@ fn pipelined_large_calls_to_a_one_at_a_time_server_do_not_deadlock() {
     drop(writer.join().unwrap());
     assert_eq!(px.wait(), 0);
 }
+
+/// Objects that are neither request, notification nor response, or whose `method` is not a
+/// string, are invalid requests: -32600, alone or inside a batch, and a batch with one is
+/// still answered whole.
+#[test]
+fn malformed_objects_get_invalid_request_alone_and_in_batches() {
+    let w = World::new();
+    let t = w.transcript("mo");
+    lock(&w, "mo", &full_scenario(Era::Legacy, &t));
+    let mut px = Px::start(&w, "mo", Era::Legacy);
+    assert_eq!(hello_at(&mut px, "2025-03-26"), json!("2025-03-26"));
+    for line in [r#"{"foo":"boo"}"#, r#"{"jsonrpc":"2.0","id":50,"method":5}"#] {
+        px.send_raw(format!("{line}\n").as_bytes());
+        let r = px.recv(Duration::from_secs(10)).expect("an answer");
+        assert_eq!(r["error"]["code"], -32600, "{line}: {r:#}");
+    }
+    px.send_raw(
+        br#"[{"jsonrpc":"2.0","id":1,"method":5},{"jsonrpc":"2.0","id":2,"method":"ping"},{"foo":"boo"}]
+"#,
+    );
+    let answers = batch_answer(&mut px);
+    assert_eq!(answers.len(), 3, "{answers:#?}");
+    assert_eq!(error_of(answer_of(&answers, &json!(1)))["code"], -32600);
+    assert_eq!(answer_of(&answers, &json!(2))["result"], json!({}));
+    assert_eq!(error_of(answer_of(&answers, &Value::Null))["code"], -32600);
+    // A later request with a batch's id gets an answer of its own, not a stale array.
+    let r = px.call(json!(1), "echo", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    assert_eq!(px.finish(), 0);
+}
