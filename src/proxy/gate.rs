@@ -463,14 +463,27 @@ impl Proxy {
     /// Refuses held calls whose prompt was not answered in time.
     pub(super) async fn expire_approvals(&mut self) {
         let now = Instant::now();
-        let expired: Vec<String> = self
+        self.end_prompts(|h| h.deadline <= now, "approval timed out")
+            .await;
+    }
+
+    /// The client closed its stdin: no prompt can be answered any more, so each held call is
+    /// refused (and audited) rather than left without an answer.
+    pub(super) async fn withdraw_prompts(&mut self) {
+        self.end_prompts(|_| true, "the client closed its stdin")
+            .await;
+    }
+
+    /// Refuses the held calls `which` picks, as unanswered prompts: a decision, audited.
+    async fn end_prompts(&mut self, which: impl Fn(&Held) -> bool, why: &str) {
+        let ended: Vec<String> = self
             .taint
             .held
             .iter()
-            .filter(|(_, h)| h.deadline <= now)
+            .filter(|(_, h)| which(h))
             .map(|(k, _)| k.clone())
             .collect();
-        for key in expired {
+        for key in ended {
             let Some(held) = self.taint.held.remove(&key) else {
                 continue;
             };
@@ -480,12 +493,12 @@ impl Proxy {
                 &held.method,
                 &held.item,
                 "timeout",
-                "no answer to the approval prompt in time",
+                &format!("no answer to the approval prompt: {why}"),
                 &mark,
             );
-            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": "approval timed out"}})).await;
+            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": why}})).await;
             let msg = format!(
-                "no answer to mcpsum's approval prompt for `{}` on server `{}` in time; the call was not made",
+                "no answer to mcpsum's approval prompt for `{}` on server `{}` ({why}); the call was not made",
                 held.item, self.name
             );
             self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)

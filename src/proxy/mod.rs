@@ -387,7 +387,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
 
     match exit {
         End::ServerExited => {
-            proxy.fail_in_flight().await;
+            let why = format!("server `{}` exited before answering", opts.name);
+            proxy.fail_in_flight(&why).await;
             let status = tokio::time::timeout(Duration::from_secs(2), process.child.wait()).await;
             let status = match status {
                 Ok(Ok(s)) => s.to_string(),
@@ -417,7 +418,15 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             let mut to_server = proxy.to_server.replace(Outbox::new());
             to_server.close(Duration::from_millis(500)).await;
             if matches!(exit, End::ClientLeft) {
+                proxy.withdraw_prompts().await;
                 proxy.last_answers(&mut server_in, &mut signalled).await;
+                // What is still unanswered gets an error, so that a batch of it is answered too.
+                let why = format!(
+                    "server `{}` did not answer within {} s of the client closing its stdin",
+                    opts.name,
+                    LAST_ANSWERS.as_secs()
+                );
+                proxy.fail_in_flight(&why).await;
             }
             process.shutdown(Duration::from_secs(2)).await;
             proxy.close_client().await;
@@ -2520,7 +2529,8 @@ impl Proxy {
                     Ok(Some(Frame::Line(line))) => self.on_server_line(line).await,
                     Ok(Some(Frame::TooLong(n))) => self.server_too_long(n, server_in.head()).await,
                     Ok(None) | Err(_) => {
-                        self.fail_in_flight().await;
+                        let why = format!("server `{}` exited before answering", self.name);
+                        self.fail_in_flight(&why).await;
                         break;
                     }
                 },
@@ -2543,11 +2553,11 @@ impl Proxy {
         !self.log_requests.is_empty()
     }
 
-    async fn fail_in_flight(&mut self) {
+    /// Answers every request still in flight (and every input round) with an error: `why`.
+    async fn fail_in_flight(&mut self, why: &str) {
         let rounds: Vec<u64> = self.rounds.keys().copied().collect();
         for n in rounds {
-            let msg = format!("server `{}` exited before answering", self.name);
-            self.fail_round(n, &msg).await;
+            self.fail_round(n, why).await;
         }
         let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
         for p in pending {
@@ -2564,9 +2574,11 @@ impl Proxy {
                 } => (client_id, "resources/subscribe".to_owned(), uri),
                 _ => continue,
             };
-            self.audit.note("refused", json!({"method": method, "item": item, "decision": "fail", "reason": "server exited"}));
-            let msg = format!("server `{}` exited before answering", self.name);
-            self.reply_error(&client_id, codes::INTERNAL, &msg, None)
+            self.audit.note(
+                "refused",
+                json!({"method": method, "item": item, "decision": "fail", "reason": why}),
+            );
+            self.reply_error(&client_id, codes::INTERNAL, why, None)
                 .await;
         }
     }

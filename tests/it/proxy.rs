@@ -3378,7 +3378,10 @@ fn malformed_objects_get_invalid_request_alone_and_in_batches() {
     lock(&w, "mo", &full_scenario(Era::Legacy, &t));
     let mut px = Px::start(&w, "mo", Era::Legacy);
     assert_eq!(hello_at(&mut px, "2025-03-26"), json!("2025-03-26"));
-    for line in [r#"{"foo":"boo"}"#, r#"{"jsonrpc":"2.0","id":50,"method":5}"#] {
+    for line in [
+        r#"{"foo":"boo"}"#,
+        r#"{"jsonrpc":"2.0","id":50,"method":5}"#,
+    ] {
         px.send_raw(format!("{line}\n").as_bytes());
         let r = px.recv(Duration::from_secs(10)).expect("an answer");
         assert_eq!(r["error"]["code"], -32600, "{line}: {r:#}");

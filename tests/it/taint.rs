@@ -1769,3 +1769,43 @@ fn legacy_client_with_url_only_elicitation_is_refused_without_a_form_prompt() {
     assert!(err && text.contains("cannot show"), "{text}");
     px.finish();
 }
+
+/// A client that closes its stdin while mcpsum's approval prompt is open gets the held call
+/// refused, and the decision is in the audit log: no call is left without an answer.
+#[test]
+fn closing_stdin_during_a_prompt_refuses_the_held_call() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    let params = px.params(json!({"name": "send", "arguments": {"to": "x"}}));
+    px.send(&json!({"jsonrpc": "2.0", "id": "sink", "method": "tools/call", "params": params}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = px.rx.recv_timeout(left).expect("the prompt");
+        if msg["method"] == "elicitation/create" {
+            break;
+        }
+    }
+    px.stdin = None;
+    let answer = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = px.rx.recv_timeout(left).expect("the held call's answer");
+        if msg["id"] == "sink" && msg.get("method").is_none() {
+            break msg;
+        }
+    };
+    assert!(
+        answer.to_string().contains("the client closed its stdin"),
+        "{answer:#}"
+    );
+    px.finish();
+    assert!(
+        approvals(&w).contains(&("send".to_owned(), "timeout".to_owned())),
+        "{:?}",
+        approvals(&w)
+    );
+    assert!(!calls(&tr).iter().any(|(t, _)| t == "send"));
+}
