@@ -7,6 +7,8 @@
 //! A batch from a client of any other version, an empty batch, and `initialize` inside a batch
 //! get `-32600`, as JSON-RPC and the specification say.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use super::Proxy;
@@ -18,8 +20,9 @@ use crate::mcp::framing;
 /// A client's batch whose answers are not all ready.
 #[derive(Debug, Default)]
 pub(super) struct Batch {
-    /// Ids of its requests not answered yet.
-    waiting: Vec<Value>,
+    /// Ids of its requests not answered yet (as JSON text, which is how the answers echo them),
+    /// with how many requests share each.
+    waiting: HashMap<String, usize>,
     /// Its answers so far, each without its newline.
     answers: Vec<Vec<u8>>,
     /// Its members are still being handled: answers ready now are held as well.
@@ -119,7 +122,7 @@ impl Proxy {
                 continue;
             }
             if let Some(id) = request_id(&obj) {
-                batch.waiting.push(id.clone());
+                *batch.waiting.entry(id.to_string()).or_default() += 1;
             }
             members.push(obj);
         }
@@ -156,25 +159,32 @@ impl Proxy {
         self.unwait(id, None);
     }
 
-    /// The batch that waits for an answer to `id`, and where in its list.
-    fn waited_for(&self, id: &Value) -> Option<(usize, usize)> {
-        self.batches
-            .borrow()
-            .iter()
-            .enumerate()
-            .find_map(|(i, b)| b.waiting.iter().position(|w| w == id).map(|p| (i, p)))
+    /// The batch that waits for an answer to `id`.
+    fn waited_for(&self, id: &Value) -> Option<usize> {
+        let batches = self.batches.borrow();
+        if batches.is_empty() {
+            return None;
+        }
+        let key = id.to_string();
+        batches.iter().position(|b| b.waiting.contains_key(&key))
     }
 
     /// Takes `id` off the batch that waits for it, keeping `answer` (without its newline), and
     /// sends the batch's answers when that was the last.
     fn unwait(&self, id: &Value, answer: Option<Vec<u8>>) {
-        let Some((i, p)) = self.waited_for(id) else {
+        let Some(i) = self.waited_for(id) else {
             return;
         };
         let done = {
             let mut batches = self.batches.borrow_mut();
             let b = &mut batches[i];
-            b.waiting.swap_remove(p);
+            let key = id.to_string();
+            if let Some(n) = b.waiting.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    b.waiting.remove(&key);
+                }
+            }
             b.answers.extend(answer);
             b.waiting.is_empty() && !b.filling
         };

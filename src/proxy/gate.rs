@@ -221,7 +221,12 @@ impl Proxy {
                 .gate_modern(id, method, params, item, &mark, &message, &args)
                 .await;
         }
-        let can_ask = self
+        // Elicitation came with 2025-06-18: a session of an earlier version has none, whatever
+        // its capabilities say.
+        let can_ask = !matches!(
+            self.client_version.as_deref(),
+            Some("2024-11-05" | "2025-03-26")
+        ) && self
             .client_legacy_caps
             .as_ref()
             .and_then(|c| c.get("elicitation"))

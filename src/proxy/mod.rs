@@ -798,6 +798,18 @@ struct Proxy {
     taint: gate::TaintGate,
 }
 
+/// The log levels of `logging/setLevel` and `logLevel` (RFC 5424's).
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
 /// Requests of the legacy era that 2026-07-28 removed: a request in that era gets -32601 for
 /// them, as from a server of that era (`initialize` is the legacy handshake and answered as such).
 const REMOVED_IN_MODERN: [&str; 4] = [
@@ -1216,7 +1228,15 @@ impl Proxy {
                         .await;
                 }
                 if self.server_era == Era::Modern {
-                    // 2026-07-28 has no setLevel: each request carries the level instead.
+                    // 2026-07-28 has no setLevel: each request carries the level instead, and
+                    // a level the server would refuse on each of them is refused here, once.
+                    let level = p.get("level").and_then(Value::as_str);
+                    if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
+                        let message = format!("`level` must be one of {}", LOG_LEVELS.join(", "));
+                        return self
+                            .refuse(id, method, "", codes::INVALID_PARAMS, &message)
+                            .await;
+                    }
                     self.log_level = p.get("level").cloned();
                     return self.reply(id, json!({})).await;
                 }

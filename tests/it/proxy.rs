@@ -3203,6 +3203,8 @@ fn a_legacy_log_level_reaches_a_modern_server_on_each_request() {
     let mut px = Px::start(&w, "lg", Era::Legacy);
     px.hello();
     px.call(json!(1), "echo", json!({}));
+    let r = px.request(json!("bad"), "logging/setLevel", json!({"level": "bogus"}));
+    assert_eq!(error_of(&r)["code"], -32602, "{r:#}");
     let r = px.request(json!(2), "logging/setLevel", json!({"level": "warning"}));
     assert_eq!(r["result"], json!({}), "{r:#}");
     px.call(json!(3), "echo", json!({}));

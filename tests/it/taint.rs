@@ -609,6 +609,8 @@ struct Raw {
     era: Era,
     /// Client capabilities this client declares.
     caps: Value,
+    /// The version a legacy client asks for.
+    version: &'static str,
 }
 
 impl Raw {
@@ -623,7 +625,24 @@ impl Raw {
     }
 
     /// Like [`Raw::start`], with `cmd` as the command line's start (a wrapper, then mcpsum).
-    fn start_with(w: &World, name: &str, era: Era, caps: Value, mut cmd: Command) -> Self {
+    fn start_with(w: &World, name: &str, era: Era, caps: Value, cmd: Command) -> Self {
+        Self::spawn(w, name, era, caps, cmd, "2025-06-18")
+    }
+
+    /// A legacy client that asks for protocol `version` in `initialize`.
+    fn start_at(w: &World, name: &str, version: &'static str, caps: Value) -> Self {
+        let cmd = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
+        Self::spawn(w, name, Era::Legacy, caps, cmd, version)
+    }
+
+    fn spawn(
+        w: &World,
+        name: &str,
+        era: Era,
+        caps: Value,
+        mut cmd: Command,
+        version: &'static str,
+    ) -> Self {
         let stderr = unique(w.path().join(format!("proxy-{name}.stderr")));
         let mut child = cmd
             .env_clear()
@@ -655,6 +674,7 @@ impl Raw {
             stderr,
             era,
             caps,
+            version,
         };
         raw.hello();
         raw
@@ -687,7 +707,7 @@ impl Raw {
                 self.request(
                     "init",
                     "initialize",
-                    json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                    json!({"protocolVersion": self.version, "capabilities": caps,
                            "clientInfo": {"name": "taint-test", "version": "1"}}),
                     None,
                 );
@@ -1807,5 +1827,26 @@ fn closing_stdin_during_a_prompt_refuses_the_held_call() {
         "{:?}",
         approvals(&w)
     );
+    assert!(!calls(&tr).iter().any(|(t, _)| t == "send"));
+}
+
+/// Elicitation came with 2025-06-18: a session that negotiated an earlier version gets a
+/// refusal, not a prompt it cannot show, whatever capabilities it declared.
+#[test]
+fn a_session_older_than_elicitation_is_refused_not_prompted() {
+    let w = World::new();
+    let tr = setup(&w, "web", Era::Legacy, &default_policy());
+    let mut px = Raw::start_at(&w, "web", "2025-03-26", form_caps());
+    let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    let (r, asked) = px.request_seen(
+        "sink",
+        "tools/call",
+        json!({"name": "send", "arguments": {"to": "x"}}),
+        Some(&accept()),
+    );
+    assert!(asked.is_empty(), "{asked:#?}");
+    assert!(r.to_string().contains("cannot show"), "{r:#}");
+    px.finish();
     assert!(!calls(&tr).iter().any(|(t, _)| t == "send"));
 }
