@@ -195,6 +195,43 @@ impl Px {
         }
     }
 
+    /// A legacy handshake at `version`, declaring `caps`; returns the result.
+    #[track_caller]
+    fn hello_with(&mut self, version: &str, caps: Value) -> Value {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": caps,
+                   "clientInfo": {"name": "proxy-test", "version": "1"}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        result_of(&r).clone()
+    }
+
+    /// The next message with this `method` (a request or notification to the client), from
+    /// `seen` first; the others are kept in `seen`.
+    #[track_caller]
+    fn next_with_method(&mut self, method: &str) -> Value {
+        if let Some(i) = self.seen.iter().position(|m| m["method"] == method) {
+            return self.seen.remove(i);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(m) = self.recv(left) else {
+                panic!(
+                    "no {method} from the proxy\n--- seen\n{:#?}\n--- stderr\n{}",
+                    self.seen,
+                    self.stderr()
+                );
+            };
+            if m["method"] == method {
+                return m;
+            }
+            self.seen.push(m);
+        }
+    }
+
     /// A `tools/call`'s response.
     #[track_caller]
     fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
@@ -1547,26 +1584,13 @@ fn server_requests_reach_only_a_client_that_declared_the_capability() {
 
     // Declared: the request reaches the client under mcpsum's id and the answer goes back.
     let mut px = Px::start(&w, "x", Era::Legacy);
-    px.request(
-        json!(0),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
-               "clientInfo": {"name": "t", "version": "1"}}),
-    );
+    px.hello_with("2025-11-25", json!({"sampling": {}}));
     px.send_request(
         json!(1),
         "tools/call",
         json!({"name": "sample", "arguments": {}}),
     );
-    let req = loop {
-        let m = px
-            .recv(Duration::from_secs(10))
-            .expect("a sampling request");
-        if m["method"] == "sampling/createMessage" {
-            break m;
-        }
-        px.seen.push(m);
-    };
+    let req = px.next_with_method("sampling/createMessage");
     assert_ne!(
         req["id"],
         json!("fake-1"),
@@ -1795,12 +1819,7 @@ fn input_rounds_of_a_modern_server_reach_clients_of_both_eras() {
     // A legacy client that declared elicitation and sampling gets real requests, and the
     // server gets the retry with the answers and its own requestState.
     let mut px = Px::start(&w, "in", Era::Legacy);
-    px.request(
-        json!(0),
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}, "sampling": {}},
-               "clientInfo": {"name": "t", "version": "1"}}),
-    );
+    px.hello_with("2025-06-18", json!({"elicitation": {}, "sampling": {}}));
     for (id, tool, method, answer) in [
         (
             "e",
@@ -1820,15 +1839,7 @@ fn input_rounds_of_a_modern_server_reach_clients_of_both_eras() {
             "tools/call",
             json!({"name": tool, "arguments": {"k": 1}}),
         );
-        let req = loop {
-            let m = px
-                .recv(Duration::from_secs(10))
-                .unwrap_or_else(|| panic!("no {method} for {tool}: {:#?}", px.seen));
-            if m["method"] == method {
-                break m;
-            }
-            px.seen.push(m);
-        };
+        let req = px.next_with_method(method);
         assert!(req["id"].is_string(), "{req:#}");
         px.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": answer}));
         let r = px.response(&json!(id));
@@ -1854,12 +1865,7 @@ fn input_rounds_of_a_modern_server_reach_clients_of_both_eras() {
         "tools/call",
         json!({"name": "elicit_ok", "arguments": {}}),
     );
-    let req = loop {
-        let m = px.recv(Duration::from_secs(10)).expect("an elicitation");
-        if m["method"] == "elicitation/create" {
-            break m;
-        }
-    };
+    let req = px.next_with_method("elicitation/create");
     px.send(&json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -1, "message": "no UI"}}));
     let r = px.response(&json!("d"));
     assert!(
@@ -2792,14 +2798,7 @@ fn quarantine_warning_cannot_drive_the_terminal() {
 /// `initialize` at `version`; returns the negotiated version.
 #[track_caller]
 fn hello_at(px: &mut Px, version: &str) -> Value {
-    let r = px.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": version, "capabilities": {},
-               "clientInfo": {"name": "batch-test", "version": "1"}}),
-    );
-    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    r["result"]["protocolVersion"].clone()
+    px.hello_with(version, json!({}))["protocolVersion"].clone()
 }
 
 /// The next message that is a JSON array (a batch's answers), keeping the rest in `seen`.
@@ -2988,13 +2987,7 @@ fn a_quarantined_server_reaches_the_client_no_more() {
     sc["drift"] = json!({"afterCalls": 5, "set": {"tools": drifted_tools()}});
     lock(&w, "q", &sc);
     let mut px = Px::start(&w, "q", Era::Legacy);
-    px.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}},
-               "clientInfo": {"name": "q-test", "version": "1"}}),
-    );
-    px.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    px.hello_with("2025-06-18", json!({"sampling": {}}));
     // Before the drift, all of it reaches the client.
     px.request(
         json!("s0"),
@@ -3007,18 +3000,7 @@ fn a_quarantined_server_reaches_the_client_no_more() {
         "tools/call",
         json!({"name": "sample", "arguments": {}}),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let ask = loop {
-        if let Some(i) = px
-            .seen
-            .iter()
-            .position(|m| m["method"] == "sampling/createMessage")
-        {
-            break px.seen.remove(i);
-        }
-        let msg = px.recv(deadline.saturating_duration_since(Instant::now()));
-        px.seen.push(msg.expect("the server's sampling request"));
-    };
+    let ask = px.next_with_method("sampling/createMessage");
     px.send(
         &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant",
                     "content": {"type": "text", "text": "hi"}, "model": "m"}}),
@@ -3235,37 +3217,18 @@ fn cancelling_a_call_cancels_its_open_question() {
     sc["tools"] = json!([{"name": "elicit_ok", "inputSchema": {"type": "object"}}]);
     lock(&w, "cq", &sc);
     let mut px = Px::start(&w, "cq", Era::Legacy);
-    px.request(
-        json!(0),
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-               "clientInfo": {"name": "t", "version": "1"}}),
-    );
+    px.hello_with("2025-06-18", json!({"elicitation": {}}));
     px.send_request(
         json!("c"),
         "tools/call",
         json!({"name": "elicit_ok", "arguments": {}}),
     );
-    let ask = loop {
-        let m = px.recv(Duration::from_secs(10)).expect("the question");
-        if m["method"] == "elicitation/create" {
-            break m;
-        }
-        px.seen.push(m);
-    };
+    let ask = px.next_with_method("elicitation/create");
     px.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": "c", "reason": "user"}}),
     );
-    let cancel = loop {
-        let m = px
-            .recv(Duration::from_secs(10))
-            .expect("the question's cancellation");
-        if m["method"] == "notifications/cancelled" {
-            break m;
-        }
-        px.seen.push(m);
-    };
+    let cancel = px.next_with_method("notifications/cancelled");
     assert_eq!(cancel["params"]["requestId"], ask["id"], "{cancel:#}");
     // A late answer to it is dropped, and the session goes on.
     px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}));
