@@ -198,6 +198,11 @@ struct Log {
     id: (u64, u64),
     /// Bytes consumed, to notice a truncation.
     offset: u64,
+    /// The first and the last bytes consumed (up to [`TAIL`] each): a file truncated and
+    /// written past `offset` again between two polls has other bytes there (records differ in
+    /// their time, at the start, more than at their end).
+    head: Vec<u8>,
+    tail: Vec<u8>,
     /// The line being assembled (a partial line stays here until its newline arrives).
     line: Vec<u8>,
     /// The current line went over [`MAX_LINE`]; it is discarded up to its newline.
@@ -236,6 +241,8 @@ impl Log {
             reader: BufReader::with_capacity(FLUSH_AT, file),
             id: (meta.dev(), meta.ino()),
             offset: 0,
+            head: Vec::new(),
+            tail: Vec::new(),
             line: Vec::new(),
             overlong: false,
             line_no: 0,
@@ -265,6 +272,12 @@ impl Log {
                 }
             }
             let used = take + usize::from(complete);
+            let missing = TAIL - self.head.len();
+            self.head.extend_from_slice(&buf[..used.min(missing)]);
+            self.tail
+                .extend_from_slice(&buf[used.saturating_sub(TAIL)..used]);
+            let excess = self.tail.len().saturating_sub(TAIL);
+            self.tail.drain(..excess);
             self.reader.consume(used);
             self.offset += used as u64;
             if complete {
@@ -344,16 +357,38 @@ impl Log {
         }
     }
 
-    /// Reads the (truncated) file again from its start.
-    fn restart(&mut self) -> std::io::Result<()> {
-        self.reader.seek(SeekFrom::Start(0))?;
+    /// Whether the first bytes of the file and those before `offset` are still the ones
+    /// consumed there.
+    fn tail_unchanged(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let same = |bytes: &[u8], at: u64| {
+            let mut now = vec![0; bytes.len()];
+            self.reader.get_ref().read_exact_at(&mut now, at).is_ok() && now == bytes
+        };
+        same(&self.head, 0) && same(&self.tail, self.offset - self.tail.len() as u64)
+    }
+
+    /// Says the file was truncated, and reads it again from its start.
+    fn restart(&mut self, path: &Path) -> Result<()> {
+        output::info(&format!(
+            "`{}` was truncated; reading it from the start",
+            path.display()
+        ));
+        self.reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| read_error(path, e))?;
         self.offset = 0;
+        self.head.clear();
+        self.tail.clear();
         self.line.clear();
         self.overlong = false;
         self.line_no = 0;
         Ok(())
     }
 }
+
+/// Bytes kept of what was consumed first and last, to notice a file rewritten past the offset.
+const TAIL: usize = 64;
 
 enum FileState {
     Same,
@@ -418,15 +453,16 @@ async fn follow(path: &Path, filter: &Filter, view: &mut View) -> Result<Exit> {
         }
         let mut again = false;
         if let Some(current) = log.as_mut() {
+            // Truncated and written past the offset again since the last poll: checked before
+            // reading on, which would show the new file's later records first.
+            if !current.tail_unchanged() {
+                current.restart(path)?;
+            }
             current.drain(path, filter, view)?;
             match current.check(path) {
                 FileState::Same | FileState::Gone => {}
                 FileState::Truncated => {
-                    output::info(&format!(
-                        "`{}` was truncated; reading it from the start",
-                        path.display()
-                    ));
-                    current.restart().map_err(|e| read_error(path, e))?;
+                    current.restart(path)?;
                     again = true;
                 }
                 FileState::Replaced => {

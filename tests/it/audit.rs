@@ -649,6 +649,18 @@ fn follow_survives_truncation_and_rotation_and_ends_cleanly() {
     l.append(format!("{}\n", other[0]).as_bytes());
     assert_eq!(f.lines(1), vec![other[0].clone()]);
 
+    // Truncated and written past the old offset again between two polls: its size alone does
+    // not tell, the bytes before the offset do.
+    let again = format!("{}\n{}\n", other[1], other[0]);
+    assert!(again.len() > other[0].len() + 1);
+    std::fs::write(l.log_path(), &again).unwrap();
+    assert_eq!(
+        f.lines(2),
+        vec![other[1].clone(), other[0].clone()],
+        "{}",
+        f.stderr()
+    );
+
     // Rotated: the old file moves away, a new one takes its name.
     std::fs::rename(l.log_path(), l.w.path().join("state/audit.jsonl.1")).unwrap();
     std::fs::write(l.log_path(), format!("{}\n", other[1])).unwrap();
