@@ -110,7 +110,7 @@ impl Proxy {
             _ => None,
         };
         let client_caps = self.client_caps_for_rounds(modern, meta.as_ref());
-        let wants_logs = modern && super::asks_logs(meta.as_ref());
+        let wants_logs = super::asks_logs(meta.as_ref()).filter(|_| modern);
         let mut own = Map::new();
         if let Some(v) = meta {
             own.insert("_meta".into(), v);
@@ -118,8 +118,8 @@ impl Proxy {
         let own = self.to_server_params(Value::Object(own), modern);
 
         let sid = self.alloc_id();
-        if wants_logs {
-            self.log_requests.insert(sid);
+        if let Some(rank) = wants_logs {
+            self.log_requests.insert(sid, rank);
         }
         self.pending.insert(
             sid,
@@ -175,10 +175,14 @@ impl Proxy {
         if let Some(method) = m.get("method") {
             // A quarantined server's notifications, and log messages no request asked for,
             // are dropped on the general path.
-            if self.quarantine.is_some()
-                || (&*method.as_str()? == "notifications/message" && !self.client_wants_logs())
-            {
+            if self.quarantine.is_some() {
                 return None;
+            }
+            if &*method.as_str()? == "notifications/message" {
+                let level = m.get_in("params", "level").and_then(|l| l.as_str());
+                if !self.client_wants_logs(level.as_deref()) {
+                    return None;
+                }
             }
             return notification_fast(m, method);
         }

@@ -620,9 +620,16 @@ fn task_only(tool: &Value) -> bool {
         == Some("required")
 }
 
-/// Whether a 2026-07-28 request's `_meta` asks for log messages while it runs.
-fn asks_logs(meta: Option<&Value>) -> bool {
-    meta.and_then(|m| m.get(META_LOG_LEVEL)).is_some()
+/// The level from which a 2026-07-28 request's `_meta` asks for log messages while it runs
+/// (its place in [`LOG_LEVELS`]; an unknown level asks for all of them).
+fn asks_logs(meta: Option<&Value>) -> Option<usize> {
+    let level = meta?.get(META_LOG_LEVEL)?;
+    Some(log_rank(level.as_str()).unwrap_or(0))
+}
+
+/// A level's place in [`LOG_LEVELS`], from `debug` (0) up.
+fn log_rank(level: Option<&str>) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| Some(*l) == level)
 }
 
 /// Whether `id` is a JSON-RPC id as MCP allows it: a string or an integer (any number with an
@@ -762,7 +769,8 @@ struct Proxy {
     log_level: Option<Value>,
     /// Server-side ids of a 2026-07-28 client's requests that asked for log messages (some may
     /// have been answered since): that era sends them only while such a request runs.
-    log_requests: std::collections::HashSet<u64>,
+    /// Each with the level it asked for, as a place in [`LOG_LEVELS`].
+    log_requests: IdMap<usize>,
     /// The client's batches (2025-03-26) that wait for answers.
     batches: RefCell<Vec<batch::Batch>>,
     next_server_id: u64,
@@ -1372,11 +1380,11 @@ impl Proxy {
             p.remove("task");
         }
         let client_caps = self.client_caps_for_rounds(modern_client, params.get("_meta"));
-        let wants_logs = modern_client && asks_logs(params.get("_meta"));
+        let wants_logs = asks_logs(params.get("_meta")).filter(|_| modern_client);
         let params = self.to_server_params(params, modern_client);
         let sid = self.alloc_id();
-        if wants_logs {
-            self.log_requests.insert(sid);
+        if let Some(rank) = wants_logs {
+            self.log_requests.insert(sid, rank);
         }
         if method == "subscriptions/listen" {
             self.streams.insert(sid, client_id.clone());
@@ -2079,7 +2087,16 @@ impl Proxy {
                     p["requestId"] = json!(our);
                 }
             }
-            "notifications/message" if !self.client_wants_logs() => return,
+            "notifications/message"
+                if !self.client_wants_logs(
+                    params
+                        .as_ref()
+                        .and_then(|p| p.get("level"))
+                        .and_then(Value::as_str),
+                ) =>
+            {
+                return;
+            }
             "notifications/progress"
             | "notifications/message"
             | "notifications/resources/updated"
@@ -2564,13 +2581,15 @@ impl Proxy {
     /// Whether a server's `notifications/message` is for the client: a legacy client takes them
     /// at any time (it set the level at the server), a 2026-07-28 client only while one of its
     /// requests that carried `logLevel` runs.
-    fn client_wants_logs(&mut self) -> bool {
+    fn client_wants_logs(&mut self, level: Option<&str>) -> bool {
         if self.client_version.is_some() {
             return true;
         }
         let pending = &self.pending;
-        self.log_requests.retain(|sid| pending.contains_key(sid));
-        !self.log_requests.is_empty()
+        self.log_requests.retain(|sid, _| pending.contains_key(sid));
+        // A level mcpsum does not know passes if any request asked for messages.
+        let rank = log_rank(level).unwrap_or(LOG_LEVELS.len());
+        self.log_requests.values().any(|asked| *asked <= rank)
     }
 
     /// Answers every request still in flight (and every input round) with an error: `why`.

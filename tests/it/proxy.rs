@@ -3238,8 +3238,8 @@ fn cancelling_a_call_cancels_its_open_question() {
     assert_eq!(px.finish(), 0);
 }
 
-/// A 2026-07-28 client gets a server's log messages only for a request that carried `logLevel`
-/// (that era's rule); a legacy client gets them as before.
+/// A 2026-07-28 client gets a server's log messages only for a request that carried `logLevel`,
+/// and only at that level or above (that era's rule); a legacy client gets them as before.
 #[test]
 fn log_messages_reach_a_modern_client_only_when_asked() {
     let w = World::new();
@@ -3248,6 +3248,9 @@ fn log_messages_reach_a_modern_client_only_when_asked() {
     for (client, level, expected) in [
         (Era::Modern, None, 0),
         (Era::Modern, Some("info"), 1),
+        (Era::Modern, Some("debug"), 1),
+        // The fake logs at `info`.
+        (Era::Modern, Some("error"), 0),
         (Era::Legacy, None, 1),
     ] {
         let mut px = Px::start(&w, "lm", client);
