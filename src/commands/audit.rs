@@ -359,7 +359,7 @@ impl Log {
 
     /// Whether the first bytes of the file and those before `offset` are still the ones
     /// consumed there.
-    fn tail_unchanged(&self) -> bool {
+    fn read_unchanged(&self) -> bool {
         use std::os::unix::fs::FileExt;
         let same = |bytes: &[u8], at: u64| {
             let mut now = vec![0; bytes.len()];
@@ -455,7 +455,7 @@ async fn follow(path: &Path, filter: &Filter, view: &mut View) -> Result<Exit> {
         if let Some(current) = log.as_mut() {
             // Truncated and written past the offset again since the last poll: checked before
             // reading on, which would show the new file's later records first.
-            if !current.tail_unchanged() {
+            if !current.read_unchanged() {
                 current.restart(path)?;
             }
             current.drain(path, filter, view)?;

@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::Proxy;
 use super::outbox::Out;
+use super::{Proxy, request_id};
 use crate::mcp::client::BATCH_VERSION;
 use crate::mcp::codes;
 use crate::mcp::framing;
@@ -44,12 +44,6 @@ impl Batch {
         line.extend_from_slice(b"]\n");
         line
     }
-}
-
-/// The id of a message that is a request (a method and an id that is not null).
-fn request_id(obj: &Map<String, Value>) -> Option<&Value> {
-    obj.get("method")?;
-    obj.get("id").filter(|id| !id.is_null())
 }
 
 /// An error answer, without its newline.

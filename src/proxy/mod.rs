@@ -595,7 +595,6 @@ async fn start_server(
     Ok((conn, live))
 }
 
-/// Whether a client line is a handshake request that the lock alone answers.
 impl Input {
     /// Whether this is a line that asks for an answer: a request, or a batch.
     fn asks(&self) -> bool {
@@ -603,13 +602,17 @@ impl Input {
             return false;
         };
         match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(o)) => {
-                o.contains_key("method") && o.get("id").is_some_and(|id| !id.is_null())
-            }
+            Ok(Value::Object(o)) => request_id(&o).is_some(),
             Ok(Value::Array(_)) => true,
             _ => false,
         }
     }
+}
+
+/// The id of a message that is a request (a method and an id that is not null).
+fn request_id(obj: &Map<String, Value>) -> Option<&Value> {
+    obj.get("method")?;
+    obj.get("id").filter(|id| !id.is_null())
 }
 
 /// Whether a tool can be called only as a task (2025-11-25), which mcpsum does not relay.
@@ -656,6 +659,7 @@ fn envelope_problem(obj: &Map<String, Value>) -> Option<&'static str> {
     None
 }
 
+/// Whether a client line is a handshake request that the lock alone answers.
 fn is_handshake(line: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Peek<'a> {
@@ -766,10 +770,10 @@ struct Proxy {
     client_version: Option<String>,
     /// The level a legacy client set with `logging/setLevel`, for a 2026-07-28 server (which
     /// takes it on every request).
-    log_level: Option<Value>,
-    /// Server-side ids of a 2026-07-28 client's requests that asked for log messages (some may
-    /// have been answered since): that era sends them only while such a request runs.
-    /// Each with the level it asked for, as a place in [`LOG_LEVELS`].
+    log_level: Option<&'static str>,
+    /// Server-side ids of a 2026-07-28 client's requests that asked for log messages, each with
+    /// the level it asked for (its place in [`LOG_LEVELS`]); some may have been answered since.
+    /// That era sends log messages only while such a request runs.
     log_requests: IdMap<usize>,
     /// The client's batches (2025-03-26) that wait for answers.
     batches: RefCell<Vec<batch::Batch>>,
@@ -1238,14 +1242,13 @@ impl Proxy {
                 if self.server_era == Era::Modern {
                     // 2026-07-28 has no setLevel: each request carries the level instead, and
                     // a level the server would refuse on each of them is refused here, once.
-                    let level = p.get("level").and_then(Value::as_str);
-                    if !level.is_some_and(|l| LOG_LEVELS.contains(&l)) {
+                    let Some(rank) = log_rank(p.get("level").and_then(Value::as_str)) else {
                         let message = format!("`level` must be one of {}", LOG_LEVELS.join(", "));
                         return self
                             .refuse(id, method, "", codes::INVALID_PARAMS, &message)
                             .await;
-                    }
-                    self.log_level = p.get("level").cloned();
+                    };
+                    self.log_level = Some(LOG_LEVELS[rank]);
                     return self.reply(id, json!({})).await;
                 }
                 String::new()
@@ -1449,10 +1452,10 @@ impl Proxy {
                 };
                 let mut params = with_modern_meta(params, &self.server_version, caps);
                 if !modern_client
-                    && let Some(level) = &self.log_level
+                    && let Some(level) = self.log_level
                     && let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut)
                 {
-                    meta.insert(META_LOG_LEVEL.into(), level.clone());
+                    meta.insert(META_LOG_LEVEL.into(), level.into());
                 }
                 params
             }
@@ -2552,7 +2555,7 @@ impl Proxy {
         signalled: &mut tokio::sync::oneshot::Receiver<()>,
     ) {
         let deadline = tokio::time::Instant::now() + LAST_ANSWERS;
-        // Not for a client whose stdout is gone as well: nothing would reach it.
+        // Not once a write found the client's stdout gone as well: nothing would reach it.
         while !self.to_client.borrow().is_closed()
             && self
                 .pending

@@ -758,34 +758,16 @@ fn a_state_directory_others_can_change_is_refused() {
     w.lock_fake("x", &s, &[]).code(0);
     let state = w.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
-    let proxy = || {
-        let out = w
-            .cmd()
-            .args(["proxy", "--name", "x"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let proxy = || w.run(&["proxy", "--name", "x"]);
 
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let (code, stderr) = proxy();
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("is not private") && stderr.contains("0777"),
-        "{stderr}"
-    );
+    proxy().code(2).stderr_has(&["is not private", "0777"]);
 
     // Someone else's directory, even if not writable by others.
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
     if nix::unistd::geteuid().is_root() {
         std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap();
-        let (code, stderr) = proxy();
-        assert_eq!(code, Some(2), "{stderr}");
-        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+        proxy().code(2).stderr_has(&["belongs to uid 65534"]);
         std::os::unix::fs::chown(&state, Some(0), Some(0)).unwrap();
     }
 
@@ -794,11 +776,8 @@ fn a_state_directory_others_can_change_is_refused() {
     let victim = w.path().join("victim.txt");
     std::fs::write(&victim, "keep\n").unwrap();
     std::os::unix::fs::symlink(&victim, state.join("audit.jsonl")).unwrap();
-    let (code, stderr) = proxy();
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("cannot open the audit log"), "{stderr}");
+    proxy().code(2).stderr_has(&["cannot open the audit log"]);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
     std::fs::remove_file(state.join("audit.jsonl")).unwrap();
-    let (code, stderr) = proxy();
-    assert_eq!(code, Some(0), "{stderr}");
+    proxy().code(0);
 }

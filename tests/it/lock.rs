@@ -3,7 +3,7 @@
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use crate::support::{World, bundled_scenario, fake_argv, snapshot_settings};
+use crate::support::{Run, World, bundled_scenario, fake_argv, snapshot_settings};
 
 #[test]
 fn example_legacy_lock_show_verify() {
@@ -469,9 +469,7 @@ fn lock_refuses_a_symlinked_lockfile() {
             .args(lock_args("two", &s))
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        for needle in [
+        Run::from_output(out).code(2).stderr_has(&[
             "mcp.lock`: it is a symbolic link to `../shared/mcp.lock`",
             "mcpsum does not write a lockfile through a link",
             &format!(
@@ -479,9 +477,7 @@ fn lock_refuses_a_symlinked_lockfile() {
                 real.display()
             ),
             "replace the link with a regular file",
-        ] {
-            assert!(stderr.contains(needle), "lacks {needle:?}: {stderr}");
-        }
+        ]);
     }
     assert!(is_link(&link), "the link is kept");
     assert_eq!(
@@ -549,10 +545,9 @@ fn lock_refuses_dangling_and_looping_lockfile_links() {
         "hint: point the link at an existing lockfile",
     ]);
     // Found by the search from the working directory too, not passed over as if absent.
-    let out = w.bare_cmd().arg("show").output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("which does not exist"), "{stderr}");
+    Run::from_output(w.bare_cmd().arg("show").output().unwrap())
+        .code(2)
+        .stderr_has(&["which does not exist"]);
 
     std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink("mcp.lock", &link).unwrap();
@@ -594,15 +589,11 @@ fn import_refuses_a_symlinked_lockfile() {
             .arg(&config)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        for needle in [
+        Run::from_output(out).code(2).stderr_has(&[
             "mcp.lock`: it is a symbolic link to `../shared/mcp.lock`",
             "mcpsum does not write a lockfile through a link",
             "server `notes` was not locked",
-        ] {
-            assert!(stderr.contains(needle), "lacks {needle:?}: {stderr}");
-        }
+        ]);
         assert_eq!(std::fs::read(&target).unwrap(), before, "{write:?}");
         assert!(is_link(&link));
         assert_eq!(std::fs::read(&config).unwrap(), config_before, "not routed");

@@ -374,6 +374,18 @@ fn full_scenario(era: Era, transcript: &Path) -> Value {
     })
 }
 
+/// A world with [`full_scenario`] of `server` locked as `name`, its transcript, and a proxy of
+/// it whose client of era `client` has made its handshake.
+#[track_caller]
+fn started(server: Era, name: &str, client: Era) -> (World, PathBuf, Px) {
+    let w = World::new();
+    let t = w.transcript(name);
+    lock(&w, name, &full_scenario(server, &t));
+    let mut px = Px::start(&w, name, client);
+    px.hello();
+    (w, t, px)
+}
+
 /// Locks `scenario` as `name` and returns the scenario path.
 #[track_caller]
 fn lock(w: &World, name: &str, scenario: &Value) -> PathBuf {
@@ -2117,11 +2129,7 @@ fn tasks_are_neither_advertised_nor_relayed() {
     );
 
     // A 2026-07-28 client's capabilities reach a modern server without tasks.
-    let w = World::new();
-    let t = w.transcript("tm");
-    lock(&w, "tm", &full_scenario(Era::Modern, &t));
-    let mut px = Px::start(&w, "tm", Era::Modern);
-    px.hello();
+    let (_w, t, mut px) = started(Era::Modern, "tm", Era::Modern);
     let caps = json!({"elicitation": {"form": {}}, "tasks": {"list": {}},
                       "extensions": {"io.modelcontextprotocol/tasks": {}, "x.example/y": {}}});
     let params = px.params_caps(json!({"name": "echo", "arguments": {}}), caps);
@@ -2241,11 +2249,7 @@ fn client_eof_while_the_server_starts_ends_it() {
 
 #[test]
 fn a_client_flood_of_junk_is_dropped_with_bounded_audit_and_memory() {
-    let w = World::new();
-    let t = w.transcript("cf");
-    lock(&w, "cf", &full_scenario(Era::Legacy, &t));
-    let mut px = Px::start(&w, "cf", Era::Legacy);
-    px.hello();
+    let (w, t, mut px) = started(Era::Legacy, "cf", Era::Legacy);
     let mut batch = Vec::new();
     for i in 0..100_000 {
         let line = if i % 2 == 0 {
@@ -2369,11 +2373,7 @@ fn raw_meta(client: Era) -> &'static str {
 /// it reaches the server.
 #[test]
 fn modern_requests_without_a_proper_meta_are_refused() {
-    let w = World::new();
-    let t = w.transcript("mm");
-    lock(&w, "mm", &full_scenario(Era::Modern, &t));
-    let mut px = Px::start(&w, "mm", Era::Modern);
-    px.hello();
+    let (_w, t, mut px) = started(Era::Modern, "mm", Era::Modern);
     let call = json!({"name": "echo", "arguments": {}});
     let version = |v: &str| {
         json!({"io.modelcontextprotocol/protocolVersion": v,
@@ -3159,11 +3159,7 @@ fn removed_methods_and_bad_envelopes_are_refused() {
 /// requires on a complete read.
 #[test]
 fn a_modern_read_of_a_legacy_resource_has_the_caching_fields() {
-    let w = World::new();
-    let t = w.transcript("rd");
-    lock(&w, "rd", &full_scenario(Era::Legacy, &t));
-    let mut px = Px::start(&w, "rd", Era::Modern);
-    px.hello();
+    let (_w, _t, mut px) = started(Era::Legacy, "rd", Era::Modern);
     let r = px.request(json!(1), "resources/read", json!({"uri": "notes://inbox"}));
     let result = result_of(&r);
     assert_eq!(result["resultType"], "complete", "{r:#}");
@@ -3197,11 +3193,7 @@ fn a_legacy_log_level_reaches_a_modern_server_on_each_request() {
         .collect();
     assert_eq!(levels, vec![Value::Null, json!("warning")]);
 
-    let w = World::new();
-    let t = w.transcript("nl");
-    lock(&w, "nl", &full_scenario(Era::Legacy, &t));
-    let mut px = Px::start(&w, "nl", Era::Legacy);
-    px.hello();
+    let (_w, _t, mut px) = started(Era::Legacy, "nl", Era::Legacy);
     let r = px.request(json!(1), "logging/setLevel", json!({"level": "info"}));
     assert_eq!(error_of(&r)["code"], -32601, "{r:#}");
     assert_eq!(px.finish(), 0);
@@ -3309,11 +3301,7 @@ fn a_task_only_tool_is_refused_with_a_reason() {
 /// while the server's stdin is full, or both wait on each other for ever.
 #[test]
 fn pipelined_large_calls_to_a_one_at_a_time_server_do_not_deadlock() {
-    let w = World::new();
-    let t = w.transcript("pl");
-    lock(&w, "pl", &full_scenario(Era::Legacy, &t));
-    let mut px = Px::start(&w, "pl", Era::Legacy);
-    px.hello();
+    let (_w, _t, mut px) = started(Era::Legacy, "pl", Era::Legacy);
     let pad = "x".repeat(600_000);
     let mut bytes = Vec::new();
     for i in 0..4 {

@@ -40,7 +40,9 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(out: Output) -> Self {
+    /// The outcome of a command run otherwise than through [`World::run`] (in another
+    /// directory, without `--lockfile`).
+    pub fn from_output(out: Output) -> Self {
         Self {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
