@@ -1110,8 +1110,8 @@ fn bench_proxy(ctx: &Ctx) -> Vec<Table> {
             &format!("{} server: added p50 / p99, mcpsum proxy", c.label),
             format!("{} / {}", fmt_us(a50), fmt_us(a99)),
             base,
-            "p50 ≤ 50 µs, p99 ≤ 250 µs",
-            Some(a50 <= 50.0 && a99 <= 250.0),
+            "p50 ≤ 25 µs, p99 ≤ 150 µs",
+            Some(a50 <= 25.0 && a99 <= 150.0),
         );
         lat.row(
             &format!(
@@ -1538,9 +1538,9 @@ fn bench_sandbox(ctx: &Ctx) -> Table {
             let ocl = paired(&launch_cpu);
             let ock = paired(&lock_cpu);
             let (target, limit) = if k == 1 {
-                ("≤ 5 ms", 5.0)
+                ("≤ 3 ms", 3.0)
             } else {
-                ("≤ 10 ms", 10.0)
+                ("≤ 8 ms", 8.0)
             };
             t.row(
                 &format!("{label} server, `{v}`: launch overhead (proxy → first call)"),
