@@ -82,9 +82,10 @@ mod seccomp;
 mod sys;
 
 pub use plan::{
-    ArgCmp, CLONE_NEW_FLAGS, Compensation, DEFAULT_PATH, EnvValue, FsRule, LandlockPlan,
-    LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable, SyscallRule,
-    compensations, plan, plan_for_kernel, resolve_command, seccomp_table,
+    ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
+    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable,
+    SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
+    exposed_credentials, plan, plan_for_kernel, resolve_command, seccomp_table,
 };
 pub use policy::{
     NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,

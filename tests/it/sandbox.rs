@@ -81,6 +81,19 @@ pub fn nobody_can_run(argv: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Credential files every world's home holds (besides `.ssh/id_ed25519`), below the folders a
+/// command installed in the home would sit in (`~/.cargo/bin`, `~/.local/bin`).
+pub const CREDENTIALS: &[&str] = &[
+    ".cargo/credentials.toml",
+    ".local/share/keyrings/login.keyring",
+    ".aws/credentials",
+    ".npmrc",
+    ".docker/config.json",
+];
+
+/// The host's TLS private key that Debian's `ssl-cert` installs, when present.
+pub const SNAKEOIL_KEY: &str = "/etc/ssl/private/ssl-cert-snakeoil.key";
+
 /// A world for one user: `home` (with `.ssh/id_ed25519`), `proj/mcp.lock`, `state`, `data`
 /// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` (a link to, or copy of,
 /// the binary under test), all reachable by that user.
@@ -105,6 +118,11 @@ impl Sbx {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("home/.ssh/id_ed25519"), "SECRET-SSH-KEY").unwrap();
+        for rel in CREDENTIALS {
+            let p = root.join("home").join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "SECRET-CREDENTIAL").unwrap();
+        }
         std::fs::write(root.join("outside/secret.txt"), "OUTSIDE-SECRET").unwrap();
         std::fs::write(root.join("data/readme.txt"), "readable data").unwrap();
         let bin = root.join("bin/mcpsum");
@@ -130,6 +148,15 @@ impl Sbx {
 
     pub fn s(&self, rel: &str) -> String {
         self.p(rel).display().to_string()
+    }
+
+    /// The credential paths of this world's home a server must not read.
+    pub fn secrets(&self) -> Vec<String> {
+        [".ssh", ".ssh/id_ed25519"]
+            .iter()
+            .chain(CREDENTIALS)
+            .map(|rel| self.s(&format!("home/{rel}")))
+            .collect()
     }
 
     pub fn lockfile(&self) -> PathBuf {
@@ -669,7 +696,7 @@ fn escape_battery(allow_mode: bool) {
             "escape",
             json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
                    "readable": w.s("data/readme.txt"), "tcp_port": tcp_port,
-                   "unix_socket": agent, "abstract": abstract_name}),
+                   "unix_socket": agent, "abstract": abstract_name, "secrets": w.secrets()}),
         );
         let ctx = format!("uid {uid}, allow {allow:?}: {res:#}");
         // The server's parent is its guard, a child of the proxy outside the sandbox.
@@ -698,6 +725,7 @@ fn escape_battery(allow_mode: bool) {
         ] {
             refused(&res, key, &acc, &ctx);
         }
+        refused_secrets(&res, &w, &ctx);
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
             // Root owns every file: it may change no mode by path. (A user's server can still
@@ -770,6 +798,105 @@ fn escape_battery(allow_mode: bool) {
         // The proxy is alive and well after all that.
         let ping = s.request("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
+    }
+}
+
+/// Every credential path of the world and the host's TLS private keys were refused.
+fn refused_secrets(res: &Value, w: &Sbx, ctx: &str) {
+    let acc = ["EACCES", "EPERM"];
+    for p in w.secrets() {
+        refused(&res["secrets"], &p, &acc, ctx);
+    }
+    if Path::new(SNAKEOIL_KEY).exists() {
+        refused(res, "read_tls_key", &acc, ctx);
+        refused(res, "list_tls_private", &acc, ctx);
+    }
+}
+
+#[test]
+fn escape_battery_read_classes() {
+    read_classes(false);
+}
+
+#[test]
+fn escape_battery_read_classes_in_allow_mode() {
+    read_classes(true);
+}
+
+/// The ways a server's own command could widen its read set, each a class of the battery:
+/// a `#!` line with `..` (directly and through `env -S`), a command path with `..`, and a
+/// command installed in the home next to credentials (`~/.cargo/bin`, `~/.local/bin`). The
+/// policy lists only `data`: home, credentials and TLS keys must stay closed in every case.
+fn read_classes(allow_mode: bool) {
+    let server = std::fs::read_to_string(helper("escape_server.py")).unwrap();
+    let py = support::PYTHON;
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let listed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allow: Vec<String> = if allow_mode {
+            vec![format!("127.0.0.1:{}", listed.local_addr().unwrap().port())]
+        } else {
+            vec![]
+        };
+        let script = |rel: &str, shebang: &str| {
+            let p = w.p(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, format!("{shebang}\n{server}")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p.display().to_string()
+        };
+        // `/etc/../bin` is `/bin`: the prefix of its interpreter would be `/etc/..`, the root.
+        let dotdot = format!(
+            "/etc/../bin/{}",
+            Path::new(py).file_name().unwrap().display()
+        );
+        let classes = [
+            ("#! with ..", script("srv/dotdot", &format!("#!{dotdot}"))),
+            (
+                "#! env -S with ..",
+                script("srv/env-s", &format!("#!/usr/bin/env -S {dotdot}")),
+            ),
+            ("command path with ..", {
+                script("bin/escape-srv", &format!("#!{py}"));
+                w.s("data/../bin/escape-srv")
+            }),
+            (
+                "command in ~/.cargo/bin",
+                script("home/.cargo/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/.local/bin",
+                script("home/.local/bin/escape-srv", &format!("#!{py}")),
+            ),
+        ];
+        w.chown();
+        for (i, (class, cmd)) in classes.iter().enumerate() {
+            let name = format!("class{i}");
+            let r = w.lock(&name, &policy(&[w.s("data")], &[], &allow), &[cmd.clone()]);
+            if let Some(why) = kernel_lacks(&r) {
+                return skip(&why);
+            }
+            r.code(0);
+            let mut s = Session::start(
+                w.command(&["proxy", "--name", &name]),
+                w.p(&format!("{name}.stderr")),
+            );
+            let res = s.call(
+                "escape",
+                json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
+                       "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
+                       "abstract": "x", "secrets": w.secrets()}),
+            );
+            let ctx = format!("uid {uid}, allow {allow:?}, {class}: {res:#}");
+            assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
+            refused_secrets(&res, &w, &ctx);
+            for key in ["read_ssh_key", "list_home", "read_lockfile"] {
+                refused(&res, key, &["EACCES", "EPERM"], &ctx);
+            }
+            if uid == 0 {
+                refused(&res, "read_shadow", &["EACCES", "EPERM"], &ctx);
+            }
+        }
     }
 }
 
