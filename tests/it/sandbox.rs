@@ -1314,6 +1314,56 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
     }
 }
 
+/// A read or write rule's path swapped for a link after the plan was made (the test build does
+/// it between plan and launch): the launcher compares each opened descriptor's real path with
+/// the planned one and refuses to start, naming the path and where it now leads.
+#[test]
+fn a_rule_swapped_for_a_link_after_planning_is_refused() {
+    for uid in users() {
+        let mut w = Sbx::new(uid);
+        std::fs::create_dir(w.p("outside/work")).unwrap();
+        w.chown();
+        let read = vec![helper("").display().to_string(), w.s("data")];
+        let r = w.lock(
+            "probe",
+            &policy(&read, &[w.s("outside/work")], &[]),
+            &escape_argv(),
+        );
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let bin = w.p("bin/mcpsum-weakened");
+        std::fs::copy(weakened_binary(), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.bin = bin;
+        for (from, to) in [("data", "home"), ("outside/work", "data")] {
+            w.extra_env = vec![(
+                "MCPSUM_TEST_SWAP_PATH".into(),
+                format!("{}=>{}", w.s(from), w.s(to)),
+            )];
+            let r = w.run(&["sandbox", "test", "--name", "probe"]);
+            let ctx = format!("uid {uid}, {from} -> {to}: {r:#?}");
+            assert_eq!(r.code, 2, "{ctx}");
+            let want = format!(
+                "policy: `{f}` changed after validation: validated as `{f}`, now opens `{t}`",
+                f = w.s(from),
+                t = w.s(to)
+            );
+            assert!(r.stderr.contains(&want), "{ctx}");
+            // Put it back for the next swap.
+            std::fs::remove_file(w.p(from)).unwrap();
+            std::fs::rename(w.p(&format!("{from}.swapped")), w.p(from)).unwrap();
+        }
+        // Nothing swapped: the same build passes.
+        w.extra_env.clear();
+        assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "probe", "--json"]),
+            &format!("uid {uid}"),
+        );
+    }
+}
+
 #[test]
 fn sandbox_test_exits_2_when_the_sandbox_cannot_be_built() {
     for uid in users() {
