@@ -1205,6 +1205,24 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
         ] {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
         }
+        // The credential exclusions and the TLS key folder, one row each.
+        for rel in [
+            ".ssh",
+            ".cargo/credentials.toml",
+            ".local/share/keyrings",
+            ".aws",
+            ".npmrc",
+            ".docker/config.json",
+        ] {
+            let row = format!("read credential {}", w.s(&format!("home/{rel}")));
+            assert!(has_row(&doc, &row), "{ctx}: no `{row}` row: {doc:#}");
+        }
+        if Path::new("/etc/ssl/private").exists() {
+            assert!(
+                has_row(&doc, "read TLS private keys /etc/ssl/private"),
+                "{ctx}: {doc:#}"
+            );
+        }
         let text = w.run(&["sandbox", "test", "--name", "probe"]);
         text.code(0)
             .stdout_has(&["check", "expected", "observed", "every expectation holds"]);
@@ -1231,6 +1249,55 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
         }
         drop(listener);
+    }
+}
+
+/// A policy may open a credential path on purpose, but never silently: `lock` warns on stderr
+/// and `sandbox test` shows a warning row (which passes); every other credential path stays
+/// closed.
+#[test]
+fn a_policy_listing_credentials_is_warned_about() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let read = vec![helper("").display().to_string(), w.s("home/.aws")];
+        let r = w.lock(
+            "creds",
+            &policy(&read, &[w.s("home/.npmrc")], &[]),
+            &escape_argv(),
+        );
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        for (key, p) in [
+            ("filesystem.read[1]", w.s("home/.aws")),
+            ("filesystem.write[0]", w.s("home/.npmrc")),
+        ] {
+            let want = format!(
+                "warning: server `creds`: `{key}` opens the credentials at `{p}` to the server; narrow the entry unless the server needs them"
+            );
+            assert!(r.stderr.contains(&want), "uid {uid}: {}", r.stderr);
+        }
+        let ctx = format!("uid {uid}");
+        let doc = assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "creds", "--json"]),
+            &ctx,
+        );
+        for (key, p) in [
+            ("filesystem.read[1]", w.s("home/.aws")),
+            ("filesystem.write[0]", w.s("home/.npmrc")),
+        ] {
+            let row = format!("read credential {p} (warning: opened by `{key}`)");
+            assert!(has_row(&doc, &row), "{ctx}: no `{row}`: {doc:#}");
+        }
+        let row = format!("read credential {}", w.s("home/.ssh"));
+        let rows = doc["report"]["rows"].as_array().unwrap();
+        let ssh = rows.iter().find(|r| r["check"] == row.as_str());
+        assert_eq!(
+            ssh.map(|r| r["expected"].clone()),
+            Some(json!("refused")),
+            "{ctx}: {doc:#}"
+        );
     }
 }
 
