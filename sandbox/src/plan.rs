@@ -3,9 +3,14 @@
 //! [`plan_for_kernel`] turns a [`LaunchRequest`] into a [`SandboxPlan`]: the read set (runtime
 //! base + interpreter prefixes + `filesystem.read`), the write set (`${TMP}`, per-server caches,
 //! `filesystem.write`), the character devices, the environment, the Landlock level with its
-//! compensations and the seccomp table. Apart from resolving the command on `PATH` and reading a
-//! script's `#!` line it does no I/O, and it changes nothing: everything here is unit-tested as a
-//! whole value. Applying the plan is the launcher's job (`launcher.rs`).
+//! compensations and the seccomp table. Apart from resolving the command on `PATH`, reading a
+//! script's `#!` line and resolving rule paths to real paths it does no I/O, and it changes
+//! nothing: everything here is unit-tested as a whole value. Applying the plan is the launcher's
+//! job (`launcher.rs`).
+//!
+//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of the
+//! home directory, and, for rules it derives itself, the protected paths, the TLS keys and the
+//! credential paths ([`CREDENTIAL_PATHS`], the one list other features reuse).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
