@@ -872,7 +872,11 @@ fn read_classes(allow_mode: bool) {
         w.chown();
         for (i, (class, cmd)) in classes.iter().enumerate() {
             let name = format!("class{i}");
-            let r = w.lock(&name, &policy(&[w.s("data")], &[], &allow), &[cmd.clone()]);
+            let r = w.lock(
+                &name,
+                &policy(&[w.s("data")], &[], &allow),
+                std::slice::from_ref(cmd),
+            );
             if let Some(why) = kernel_lacks(&r) {
                 return skip(&why);
             }
@@ -1015,6 +1019,12 @@ fn refused_policies_never_start_the_server() {
             ("home", fs(&[], &[&w.s("home")]), vec!["home"]),
             ("tilde", fs(&[], &["~"]), vec!["~"]),
             ("covers", fs(&[], &[&w.s("")]), vec!["mcp.lock"]),
+            ("readroot", fs(&["/"], &[]), vec!["whole filesystem"]),
+            (
+                "readhomeparent",
+                fs(&[&w.s("")], &[]),
+                vec!["read set", "the home directory"],
+            ),
             (
                 "unknown",
                 json!({"filesystem": {"read": [], "exec": []}, "network": {"allow": []}}),
