@@ -1393,6 +1393,31 @@ mod tests {
     }
 
     #[test]
+    fn every_rule_names_a_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        // A policy path is canonical once validated; a base entry such as `/lib` or
+        // `/etc/localtime` may be a link: the launcher compares opened paths with these.
+        let got = plan_for_kernel(
+            &request(&["/bin/true"], vec![root.join("link")], &root.join("home")),
+            7,
+        )
+        .unwrap();
+        for r in got.read.iter().chain(&got.write) {
+            if let PolicyPath::Host(p) = &r.path {
+                assert_eq!(p, &crate::policy::canonical_or_lexical(p), "{r:?}");
+            }
+        }
+        assert!(
+            got.read
+                .iter()
+                .any(|r| r.path == PolicyPath::Host(root.join("real")))
+        );
+    }
+
+    #[test]
     fn relative_interpreters_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
