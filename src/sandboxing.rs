@@ -210,7 +210,7 @@ fn not_started(e: impl std::fmt::Display) -> String {
 }
 
 /// Syntax checks of a sandbox policy that hold wherever the file is read (paths absolute,
-/// `~/...` or `${TMP}/...`, no `..`; `network.allow` grammar). Existence and protected paths are
+/// `~/...` or `${TMP}/...`, no `..`, never `/`; `network.allow` grammar). Existence and protected paths are
 /// checked when the sandbox is built, on the machine that runs the server.
 pub fn check_policy_syntax(policy: &SandboxPolicy) -> Vec<String> {
     let mut problems = Vec::new();
@@ -231,6 +231,13 @@ pub fn check_policy_syntax(policy: &SandboxPolicy) -> Vec<String> {
             }
             if p.split('/').any(|c| c == "..") {
                 problems.push(format!("{field}[{i}]: `{p}` must not contain `..`"));
+            }
+            // The sandbox refuses any read rule that is `/` (mcpsum_sandbox::check_read_set);
+            // said here too, so a lockfile with it is refused wherever it is read.
+            if !p.is_empty() && p.chars().all(|c| c == '/') {
+                problems.push(format!(
+                    "{field}[{i}]: `{p}` opens the whole filesystem; list narrower directories"
+                ));
             }
         }
     }

@@ -428,9 +428,7 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
                 ));
             }
         };
-        if check {
-            recheck_write_target(fd.as_fd(), path, &spec.protected)?;
-        }
+        recheck_opened(fd.as_fd(), path, check.then_some(spec.protected.as_slice()))?;
         let is_dir = nix::sys::stat::fstat(fd.as_fd())
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .unwrap_or(true);
@@ -465,12 +463,14 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
     Ok(())
 }
 
-/// Design 4.1: re-check the opened descriptor, so a symlink swapped in after validation cannot
-/// widen the write set to a protected path.
-fn recheck_write_target(
+/// Design 4.1: re-check each opened rule path, read and write rules alike. The plan names real
+/// paths; a path swapped for a link (or a folder moved) between planning and now would make
+/// the descriptor, and so the Landlock rule, point somewhere never validated: refuse it. A
+/// write rule (`protected` given) is also checked against the protected paths once more.
+fn recheck_opened(
     fd: BorrowedFd<'_>,
     path: &Path,
-    protected: &[(String, PathBuf)],
+    protected: Option<&[(String, PathBuf)]>,
 ) -> Result<(), Fail> {
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let real = std::fs::read_link(&link).map_err(|e| {
@@ -480,7 +480,23 @@ fn recheck_write_target(
             "retry",
         )
     })?;
-    if let Some((what, p)) = protected.iter().find(|(_, p)| p.starts_with(&real)) {
+    if real != path {
+        return Err(fail(
+            "policy",
+            format!(
+                "`{}` changed after validation: validated as `{}`, now opens `{}`",
+                path.display(),
+                path.display(),
+                real.display()
+            ),
+            "check for a replaced symlink or a moved folder, then start the server again",
+        ));
+    }
+    if let Some((what, p)) = protected
+        .unwrap_or_default()
+        .iter()
+        .find(|(_, p)| p.starts_with(&real))
+    {
         return Err(fail(
             "policy",
             format!(
@@ -597,6 +613,38 @@ mod tests {
             env: vec![("TMPDIR".into(), "/t".into())],
             parent: 70,
         }
+    }
+
+    #[test]
+    fn a_rule_whose_path_now_leads_elsewhere_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (data, home) = (root.join("data"), root.join("home"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let fd = PathFd::new(&data).unwrap();
+        recheck_opened(fd.as_fd(), &data, None).unwrap();
+        // `data` validated, then swapped for a link to the home directory.
+        std::fs::rename(&data, root.join("data.old")).unwrap();
+        std::os::unix::fs::symlink(&home, &data).unwrap();
+        let fd = PathFd::new(&data).unwrap();
+        for protected in [None, Some(&[][..])] {
+            let e = recheck_opened(fd.as_fd(), &data, protected).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "{}policy: `{d}` changed after validation: validated as `{d}`, now opens `{h}`; check for a replaced symlink or a moved folder, then start the server again",
+                    crate::SETUP_FAILED_PREFIX,
+                    d = data.display(),
+                    h = home.display()
+                )
+            );
+        }
+        // A write rule that still is what was validated, but covers a protected path.
+        let fd = PathFd::new(&root).unwrap();
+        let protected = vec![("the home directory".to_string(), home.clone())];
+        let e = recheck_opened(fd.as_fd(), &root, Some(&protected)).unwrap_err();
+        assert!(e.to_string().contains("covers the home directory"), "{e}");
     }
 
     #[test]

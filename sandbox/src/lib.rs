@@ -25,8 +25,12 @@
 //! does not have: code (`/usr`, `/lib`, `/lib64`, `/lib32`, `/bin`, `/sbin`), loader and identity
 //! (`/etc/ld.so.cache`, `/etc/ld.so.conf(.d)`, `/etc/passwd`, `/etc/group`,
 //! `/etc/nsswitch.conf`), time and locale (`/etc/localtime`, `/etc/timezone`,
-//! `/etc/locale.alias`), TLS roots (`/etc/ssl`, `/etc/ca-certificates`, `/etc/pki`,
-//! `/etc/crypto-policies`), resolver files (`/etc/hosts`, `/etc/host.conf`, `/etc/gai.conf`,
+//! `/etc/locale.alias`), TLS trust stores and OpenSSL configuration, never the key folders
+//! ([`TLS_KEY_DIRS`]: `/etc/ssl/private`, `/etc/pki/tls/private`): `/etc/ssl/certs`,
+//! `/etc/ssl/openssl.cnf(.d)`, `/etc/ssl/cert.pem`, `/etc/ssl/ca-bundle.pem`,
+//! `/etc/ca-certificates(.conf)`, `/etc/pki/tls/certs`, `/etc/pki/tls/cert.pem`,
+//! `/etc/pki/tls/openssl.cnf`, `/etc/pki/tls/openssl.d`, `/etc/pki/ca-trust/extracted`,
+//! `/etc/crypto-policies`; resolver files (`/etc/hosts`, `/etc/host.conf`, `/etc/gai.conf`,
 //! `/etc/resolv.conf`; no resolver is reachable inside), Debian links (`/etc/alternatives`,
 //! `/etc/python*`, `/etc/mime.types`, `/etc/os-release`), `/dev/random`, `/dev/urandom`, all of
 //! `/proc` read-only (Node counts CPUs from it; other processes' `environ` and memory stay
@@ -34,9 +38,20 @@
 //! `/sys/kernel/mm/transparent_hugepage`. `/dev/null`, `/dev/zero`, `/dev/full` are readable and
 //! writable. `/etc` as a whole is not in the base (as root it would expose `shadow`).
 //!
+//! Every rule names a real path (`/lib` is `/usr/lib` on a merged-`/usr` system): the launcher
+//! refuses a rule whose opened descriptor leads anywhere else (a path swapped for a link after
+//! planning).
+//!
 //! Interpreter discovery adds the install prefix (the parent of a `bin/` or `shims/` directory)
-//! of the command and of its `#!` interpreter when they lie outside the base, never a prefix that
-//! contains a protected path (then the directory of the file, or the file itself).
+//! of the command and of its `#!` interpreter (or the command `env` runs, `-S` included) when
+//! they lie outside the base. Each path is made real first (`#!/etc/../bin/python3` is
+//! `/usr/bin/python3`, not a prefix `/etc/..` that Landlock would open as `/`); a relative
+//! interpreter is refused. A prefix never covers a protected path, a credential path
+//! ([`CREDENTIAL_PATHS`] below the home directory: `~/.cargo/bin/srv` gets `~/.cargo/bin`, not
+//! `~/.cargo` with `credentials.toml`) or the TLS keys: it shrinks to the file's directory, or the
+//! file itself. As a last check ([`check_read_set`]) no read rule is `/` or an ancestor of the
+//! home directory, whatever its origin. A `filesystem.*` entry may still open a credential path
+//! on purpose; [`exposed_credentials`] names it, `lock` warns and `sandbox test` shows the row.
 //!
 //! # Environment
 //!
@@ -82,9 +97,10 @@ mod seccomp;
 mod sys;
 
 pub use plan::{
-    ArgCmp, CLONE_NEW_FLAGS, Compensation, DEFAULT_PATH, EnvValue, FsRule, LandlockPlan,
-    LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable, SyscallRule,
-    compensations, plan, plan_for_kernel, resolve_command, seccomp_table,
+    ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
+    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable,
+    SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
+    exposed_credentials, plan, plan_for_kernel, resolve_command, seccomp_table,
 };
 pub use policy::{
     NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,

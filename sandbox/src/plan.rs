@@ -3,9 +3,14 @@
 //! [`plan_for_kernel`] turns a [`LaunchRequest`] into a [`SandboxPlan`]: the read set (runtime
 //! base + interpreter prefixes + `filesystem.read`), the write set (`${TMP}`, per-server caches,
 //! `filesystem.write`), the character devices, the environment, the Landlock level with its
-//! compensations and the seccomp table. Apart from resolving the command on `PATH` and reading a
-//! script's `#!` line it does no I/O, and it changes nothing: everything here is unit-tested as a
-//! whole value. Applying the plan is the launcher's job (`launcher.rs`).
+//! compensations and the seccomp table. Apart from resolving the command on `PATH`, reading a
+//! script's `#!` line and resolving rule paths to real paths it does no I/O, and it changes
+//! nothing: everything here is unit-tested as a whole value. Applying the plan is the launcher's
+//! job (`launcher.rs`).
+//!
+//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of the
+//! home directory, and, for rules it derives itself, the protected paths, the TLS keys and the
+//! credential paths ([`CREDENTIAL_PATHS`], the one list other features reuse).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -210,9 +215,21 @@ pub const RUNTIME_BASE: &[&str] = &[
     "/etc/localtime",
     "/etc/timezone",
     "/etc/locale.alias",
-    "/etc/ssl",
+    // TLS trust: the certificate stores, bundles and OpenSSL configuration that OpenSSL,
+    // Python's `ssl`, Node and uv read, never `/etc/ssl` or `/etc/pki` as a whole: their
+    // `private/` folders hold the host's TLS keys (`ssl-cert-snakeoil.key`, a web server's).
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ssl/openssl.cnf.d",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
     "/etc/ca-certificates",
-    "/etc/pki",
+    "/etc/ca-certificates.conf",
+    "/etc/pki/tls/certs",
+    "/etc/pki/tls/cert.pem",
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/pki/tls/openssl.d",
+    "/etc/pki/ca-trust/extracted",
     "/etc/crypto-policies",
     "/etc/hosts",
     "/etc/host.conf",
@@ -228,6 +245,99 @@ pub const RUNTIME_BASE: &[&str] = &[
     "/sys/fs/cgroup",
     "/sys/kernel/mm/transparent_hugepage",
 ];
+
+/// Folders of the host's TLS private keys: never in any read set derived by the plan, and
+/// checked unreadable by `sandbox test`.
+pub const TLS_KEY_DIRS: &[&str] = &["/etc/ssl/private", "/etc/pki/tls/private"];
+
+/// Well-known credential files and folders, relative to the home directory: registry and cloud
+/// tokens, SSH and GnuPG keys, browser profiles (saved passwords, cookies) and keyrings. A
+/// command's install prefix never covers one (Landlock cannot carve an exception out of a
+/// granted folder, so the prefix shrinks instead), and a policy that lists one is warned about
+/// ([`exposed_credentials`]). This is the one list: other features reuse it.
+pub const CREDENTIAL_PATHS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".local/share/uv/credentials",
+    ".gem/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".docker/config.json",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".pgpass",
+    ".my.cnf",
+    ".password-store",
+    ".local/share/keyrings",
+    ".local/share/kwalletd",
+    ".mozilla",
+    ".thunderbird",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".config/vivaldi",
+    ".config/op",
+    ".config/rclone",
+];
+
+/// The credential paths of `home` ([`CREDENTIAL_PATHS`]), each as written below `home` and, if
+/// it is a link, also where it leads (a `~/.ssh` kept in a dotfiles repository).
+pub fn credential_paths(home: &Path) -> Vec<PathBuf> {
+    let home = crate::policy::canonical_or_lexical(home);
+    let mut out = Vec::new();
+    for rel in CREDENTIAL_PATHS {
+        let p = home.join(rel);
+        let real = crate::policy::canonical_or_lexical(&p);
+        if real != p {
+            out.push(real);
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Credential paths a policy opens on purpose: each `filesystem.read` / `filesystem.write` entry
+/// that covers an existing credential path or lies inside one, with its key and that path.
+/// Allowed (the policy is the person's), but `sandbox test` and `lock` say so.
+pub fn exposed_credentials(policy: &ValidatedPolicy) -> Vec<(String, PathBuf)> {
+    let Some(home) = home_of(&policy.protected) else {
+        return Vec::new();
+    };
+    let creds = credential_paths(home);
+    let mut out = Vec::new();
+    for (key, p) in policy.read.iter().chain(&policy.write) {
+        let PolicyPath::Host(p) = p else { continue };
+        for c in &creds {
+            let opens = (c.starts_with(p) && c.symlink_metadata().is_ok()) || p.starts_with(c);
+            if opens && !out.iter().any(|(k, q)| k == key && q == c) {
+                out.push((key.clone(), c.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The home directory among the protected paths, if known.
+fn home_of(protected: &[(String, PathBuf)]) -> Option<&Path> {
+    protected
+        .iter()
+        .find(|(what, _)| what == crate::policy::HOME_DIRECTORY)
+        .map(|(_, p)| p.as_path())
+}
 
 /// Python's `/etc/pythonX.Y` directories are added when present (names vary by version).
 const ETC_PYTHON_PREFIX: &str = "python";
@@ -284,16 +394,13 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
     let protected = &req.policy.protected;
     let mut create_dirs = Vec::new();
 
-    let mut read: Vec<FsRule> = RUNTIME_BASE
-        .iter()
-        .map(|p| base_rule(p))
-        .chain(etc_python_dirs().into_iter().map(|p| FsRule {
-            path: PolicyPath::Host(p),
-            origin: Origin::RuntimeBase,
-            required: false,
-        }))
-        .collect();
-    for (p, origin) in command_prefixes(&program, &path_var, protected) {
+    // What no derived prefix may cover: the protected paths and the credential paths.
+    let avoid = avoided_paths(protected);
+    let mut read: Vec<FsRule> = Vec::new();
+    for rule in runtime_base_rules() {
+        push_unique(&mut read, rule);
+    }
+    for (p, origin) in command_prefixes(&program, &path_var, &avoid)? {
         push_unique(
             &mut read,
             FsRule {
@@ -367,6 +474,15 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
         );
     }
 
+    // Rules name real paths, so the launcher can tell a path swapped for a link after this
+    // point (it compares each opened descriptor's real path with the rule's).
+    for rule in read.iter_mut().chain(write.iter_mut()) {
+        if let PolicyPath::Host(p) = &rule.path {
+            rule.path = PolicyPath::Host(crate::policy::canonical_or_lexical(p));
+        }
+    }
+    check_read_set(&read, protected)?;
+
     Ok(SandboxPlan {
         server: req.server.clone(),
         network: req.policy.network.clone(),
@@ -402,12 +518,98 @@ fn check_env_var(name: &OsStr, value: &OsStr) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn base_rule(p: &str) -> FsRule {
-    FsRule {
-        path: PolicyPath::Host(PathBuf::from(p)),
-        origin: Origin::RuntimeBase,
-        required: false,
+/// The runtime base as rules, each a real path (`/lib` is `/usr/lib` on a merged-`/usr`
+/// system), plus `/etc/pythonX.Y`.
+fn runtime_base_rules() -> Vec<FsRule> {
+    let mut out: Vec<FsRule> = Vec::new();
+    let paths = RUNTIME_BASE
+        .iter()
+        .map(PathBuf::from)
+        .chain(etc_python_dirs());
+    for p in paths {
+        push_unique(
+            &mut out,
+            FsRule {
+                path: PolicyPath::Host(crate::policy::canonical_or_lexical(&p)),
+                origin: Origin::RuntimeBase,
+                required: false,
+            },
+        );
     }
+    out
+}
+
+/// The paths a derived read rule must not cover: the protected paths, every credential path of
+/// the home directory and the TLS key folders.
+fn avoided_paths(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = protected.to_vec();
+    if let Some(home) = home_of(protected) {
+        out.extend(
+            credential_paths(home)
+                .into_iter()
+                .map(|p| ("a credential path".to_string(), p)),
+        );
+    }
+    out.extend(
+        TLS_KEY_DIRS
+            .iter()
+            .map(|p| ("the TLS private keys".to_string(), PathBuf::from(p))),
+    );
+    out
+}
+
+/// The last line of defence, whatever a rule's origin: no read rule is `/` or an ancestor of
+/// the home directory (each would open every user's files); no rule the plan derived itself
+/// (runtime base, command and interpreter prefixes) covers a protected path, a credential path
+/// or the TLS keys. Only `filesystem.read` entries may open the home directory or a credential
+/// path, on purpose (`sandbox test` and `lock` warn about the latter).
+pub fn check_read_set(
+    read: &[FsRule],
+    protected: &[(String, PathBuf)],
+) -> Result<(), SandboxError> {
+    let home = home_of(protected);
+    let avoid = avoided_paths(protected);
+    for rule in read {
+        let PolicyPath::Host(p) = &rule.path else {
+            continue;
+        };
+        let derived = !matches!(rule.origin, Origin::Policy(_));
+        let hit = if p.parent().is_none() {
+            Some(("the whole filesystem".to_string(), p.clone()))
+        } else if let Some(h) = home.filter(|h| h.starts_with(p) && (derived || *h != p)) {
+            Some((crate::policy::HOME_DIRECTORY.to_string(), h.to_path_buf()))
+        } else if derived {
+            avoid
+                .iter()
+                .filter(|(what, _)| {
+                    // The binary is code, not a secret (the base holds it when installed in
+                    // `/usr`); the base is fixed and documented: only its secrets matter there.
+                    what != crate::policy::BINARY
+                        && (rule.origin != Origin::RuntimeBase
+                            || (what != "`mcp.lock`" && what != "the directory of `mcp.lock`"))
+                })
+                .find(|(_, a)| a.starts_with(p))
+                .cloned()
+        } else {
+            None
+        };
+        if let Some((what, covered)) = hit {
+            return Err(SandboxError::layer(
+                "read set",
+                format!(
+                    "`{}` ({}) would open {what} (`{}`) to the server",
+                    p.display(),
+                    rule.origin,
+                    covered.display()
+                ),
+                match rule.origin {
+                    Origin::Policy(_) => "list a narrower directory in filesystem.read",
+                    _ => "install the server's command (and its interpreter) outside that folder",
+                },
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn push_unique(rules: &mut Vec<FsRule>, rule: FsRule) {
@@ -498,39 +700,64 @@ pub fn resolve_command(arg0: &str, path_var: &OsStr) -> Result<PathBuf, SandboxE
 }
 
 /// Interpreter discovery (design 7.2): the command (link and target) and the interpreter of its
-/// `#!` line, each as its install prefix when outside the base.
+/// `#!` line, each as its install prefix when outside the base. Every path is made real first
+/// (`..` and links resolved): a prefix computed on `#!/etc/../bin/python3` would be `/etc/..`,
+/// which Landlock opens as `/`.
 fn command_prefixes(
     program: &Path,
     path_var: &OsStr,
-    protected: &[(String, PathBuf)],
-) -> Vec<(PathBuf, Origin)> {
+    avoid: &[(String, PathBuf)],
+) -> Result<Vec<(PathBuf, Origin)>, SandboxError> {
     let mut out: Vec<(PathBuf, Origin)> = Vec::new();
     let add = |file: &Path, origin: Origin, out: &mut Vec<(PathBuf, Origin)>| {
-        let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-        for f in [file.to_path_buf(), real] {
+        for f in real_forms(file)? {
             if BASE_CODE_DIRS.iter().any(|b| f.starts_with(b)) {
                 continue;
             }
-            let p = install_prefix(&f, protected);
+            let p = install_prefix(&f, avoid);
             if !out.iter().any(|(q, _)| p.starts_with(q)) {
                 out.retain(|(q, _)| !q.starts_with(&p));
                 out.push((p, origin.clone()));
             }
         }
+        Ok::<(), SandboxError>(())
     };
-    add(program, Origin::Command, &mut out);
-    if let Some(interp) = shebang_interpreter(program, path_var) {
-        add(&interp, Origin::Interpreter, &mut out);
+    add(program, Origin::Command, &mut out)?;
+    if let Some(interp) = shebang_interpreter(program, path_var)? {
+        add(&interp, Origin::Interpreter, &mut out)?;
     }
-    out
+    Ok(out)
+}
+
+/// A command file as the two real paths a prefix may come from: the link itself in its real
+/// directory (`~/.local/bin/uvx`) and the file it leads to. Both are absolute, without `.`,
+/// `..` or links in their directories.
+fn real_forms(file: &Path) -> Result<[PathBuf; 2], SandboxError> {
+    let unresolvable = |e: std::io::Error| {
+        SandboxError::layer(
+            "exec",
+            format!(
+                "`{}` cannot be resolved to a real path: {e}",
+                file.display()
+            ),
+            "lock the server with an existing absolute command path",
+        )
+    };
+    let real = std::fs::canonicalize(file).map_err(unresolvable)?;
+    let link = match (file.parent(), file.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir).map_err(unresolvable)?.join(name),
+        _ => real.clone(),
+    };
+    Ok([link, real])
 }
 
 /// The parent of the nearest `bin/` or `shims/` ancestor; the file's own directory when there is
-/// none or when that prefix would contain a protected path (home, state dir, lockfile); the file
-/// itself when even its directory would.
-fn install_prefix(file: &Path, protected: &[(String, PathBuf)]) -> PathBuf {
+/// none or when that prefix would cover an avoided path (home, state dir, lockfile, credentials:
+/// `~/.cargo/bin/srv` gets `~/.cargo/bin`, since `~/.cargo` holds `credentials.toml`); the file
+/// itself when even its directory would. `file` is a real path.
+fn install_prefix(file: &Path, avoid: &[(String, PathBuf)]) -> PathBuf {
     let covers =
-        |dir: &Path| dir == Path::new("/") || protected.iter().any(|(_, p)| p.starts_with(dir));
+        |dir: &Path| dir.parent().is_none() || avoid.iter().any(|(_, p)| p.starts_with(dir));
     let mut cur = file.parent();
     while let Some(dir) = cur {
         if matches!(
@@ -552,22 +779,70 @@ fn install_prefix(file: &Path, protected: &[(String, PathBuf)]) -> PathBuf {
     }
 }
 
-/// The interpreter of a `#!` script (`#!/usr/bin/env node` resolves `node` on `path_var`).
-fn shebang_interpreter(program: &Path, path_var: &OsStr) -> Option<PathBuf> {
+/// The interpreter of a `#!` script: the absolute path on the line, or for `env` the command it
+/// runs (`#!/usr/bin/env node` resolves `node` on `path_var`; `env -S /opt/x/bin/python3 -u`
+/// names it). A relative interpreter is refused: the kernel would look it up from the working
+/// directory, and no prefix can be judged for it.
+fn shebang_interpreter(program: &Path, path_var: &OsStr) -> Result<Option<PathBuf>, SandboxError> {
     let mut buf = [0u8; 256];
-    let n = std::fs::File::open(program).ok()?.read(&mut buf).ok()?;
-    let head = buf.get(..n)?;
-    let line = head.strip_prefix(b"#!")?;
-    let line = line.split(|b| *b == b'\n').next()?;
-    let line = std::str::from_utf8(line).ok()?;
+    let Ok(n) = std::fs::File::open(program).and_then(|mut f| f.read(&mut buf)) else {
+        return Ok(None);
+    };
+    let Some(line) = buf.get(..n).and_then(|h| h.strip_prefix(b"#!")) else {
+        return Ok(None);
+    };
+    let line = line.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
     let mut words = line.split_whitespace();
-    let interp = words.next()?;
-    if Path::new(interp).file_name() == Some(OsStr::new("env")) {
-        let name = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
-        resolve_command(name, path_var).ok()
-    } else {
-        Some(PathBuf::from(interp))
+    let Some(interp) = words.next() else {
+        return Ok(None);
+    };
+    let relative = |what: &str| {
+        SandboxError::layer(
+            "exec",
+            format!(
+                "`{}` names the relative interpreter `{what}` on its `#!` line",
+                program.display()
+            ),
+            "write an absolute interpreter path (or `/usr/bin/env NAME`) on the script's first line",
+        )
+    };
+    if !interp.starts_with('/') {
+        return Err(relative(interp));
     }
+    if Path::new(interp).file_name() != Some(OsStr::new("env")) {
+        return Ok(Some(PathBuf::from(interp)));
+    }
+    let Some(name) = env_command(words) else {
+        return Ok(None);
+    };
+    if name.starts_with('/') {
+        Ok(Some(PathBuf::from(name)))
+    } else if name.contains('/') {
+        Err(relative(name))
+    } else {
+        Ok(resolve_command(name, path_var).ok())
+    }
+}
+
+/// The command `env` runs, from its arguments on a `#!` line: options and `NAME=VALUE`
+/// assignments skipped (`-u NAME` and `-C DIR` take a value; `-S` splits the rest, as here).
+fn env_command<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    while let Some(w) = words.next() {
+        match w {
+            "-u" | "--unset" | "-C" | "--chdir" => {
+                words.next();
+            }
+            "--" => return words.next(),
+            _ if w.starts_with("--split-string=") => {
+                return w.strip_prefix("--split-string=").filter(|c| !c.is_empty());
+            }
+            _ if w.starts_with("-S") && w.len() > 2 => return w.get(2..),
+            _ if w.starts_with('-') || w.contains('=') => {}
+            _ => return Some(w),
+        }
+    }
+    None
 }
 
 /// Landlock features missing below the newest ABI mcpsum uses, with their compensation
@@ -852,15 +1127,7 @@ mod tests {
     }
 
     fn base_rules() -> Vec<FsRule> {
-        RUNTIME_BASE
-            .iter()
-            .map(|p| base_rule(p))
-            .chain(etc_python_dirs().into_iter().map(|p| FsRule {
-                path: PolicyPath::Host(p),
-                origin: Origin::RuntimeBase,
-                required: false,
-            }))
-            .collect()
+        runtime_base_rules()
     }
 
     #[test]
@@ -1045,6 +1312,237 @@ mod tests {
             install_prefix(Path::new("/opt/pyenv/shims/python"), &protected),
             PathBuf::from("/opt/pyenv")
         );
+    }
+
+    fn request(argv: &[&str], read: Vec<PathBuf>, home: &Path) -> LaunchRequest {
+        LaunchRequest {
+            server: "s".into(),
+            policy: ValidatedPolicy {
+                read: read
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| (format!("filesystem.read[{i}]"), PolicyPath::Host(p)))
+                    .collect(),
+                write: vec![],
+                network: NetworkMode::None,
+                protected: vec![(crate::policy::HOME_DIRECTORY.into(), home.to_path_buf())],
+            },
+            argv: argv.iter().map(ToString::to_string).collect(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            state_dir: "/nonexistent".into(),
+        }
+    }
+
+    /// No read rule is `/`, has a `..`, or covers the home directory.
+    fn assert_read_set_is_narrow(plan: &SandboxPlan, home: &Path, ctx: &str) {
+        for r in &plan.read {
+            let PolicyPath::Host(p) = &r.path else {
+                continue;
+            };
+            assert_ne!(p, Path::new("/"), "{ctx}: {r:?}");
+            assert!(
+                !p.components().any(|c| c == std::path::Component::ParentDir),
+                "{ctx}: {r:?}"
+            );
+            assert!(!home.starts_with(p), "{ctx}: {r:?} covers the home");
+        }
+    }
+
+    #[test]
+    fn a_dotdot_interpreter_or_command_never_opens_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        for (name, line) in [
+            ("plain", "#!/etc/../bin/sh\n"),
+            ("env-s", "#!/usr/bin/env -S /etc/../bin/sh -e\n"),
+            (
+                "env-split",
+                "#!/usr/bin/env --split-string=/etc/../bin/sh\n",
+            ),
+            ("env-u", "#!/usr/bin/env -u X /etc/../bin/sh\n"),
+        ] {
+            let script = root.join("srv").join(name);
+            exe(&script, line);
+            let got =
+                plan_for_kernel(&request(&[script.to_str().unwrap()], vec![], &home), 7).unwrap();
+            assert_read_set_is_narrow(&got, &home, name);
+            // The interpreter is the base's own `sh`: only the script's folder is added.
+            let added: Vec<&FsRule> = got
+                .read
+                .iter()
+                .filter(|r| r.origin != Origin::RuntimeBase)
+                .collect();
+            assert_eq!(
+                added,
+                [&FsRule {
+                    path: PolicyPath::Host(root.join("srv")),
+                    origin: Origin::Command,
+                    required: true,
+                }],
+                "{name}"
+            );
+        }
+        // A command path with `..` whose lexical prefix would be the parent of the home.
+        exe(&root.join("bin/srv"), "#!/bin/sh\n");
+        std::fs::create_dir_all(root.join("data")).unwrap();
+        let cmd = root.join("data/../bin/srv");
+        let got = plan_for_kernel(&request(&[cmd.to_str().unwrap()], vec![], &home), 7).unwrap();
+        assert_read_set_is_narrow(&got, &home, "command with ..");
+    }
+
+    #[test]
+    fn every_rule_names_a_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        // A policy path is canonical once validated; a base entry such as `/lib` or
+        // `/etc/localtime` may be a link: the launcher compares opened paths with these.
+        let got = plan_for_kernel(
+            &request(&["/bin/true"], vec![root.join("link")], &root.join("home")),
+            7,
+        )
+        .unwrap();
+        for r in got.read.iter().chain(&got.write) {
+            if let PolicyPath::Host(p) = &r.path {
+                assert_eq!(p, &crate::policy::canonical_or_lexical(p), "{r:?}");
+            }
+        }
+        assert!(
+            got.read
+                .iter()
+                .any(|r| r.path == PolicyPath::Host(root.join("real")))
+        );
+    }
+
+    #[test]
+    fn relative_interpreters_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for (line, named) in [
+            ("#!python3\n", "python3"),
+            ("#!./bin/python3\n", "./bin/python3"),
+            ("#!/usr/bin/env -S ./python3 -u\n", "./python3"),
+        ] {
+            let script = root.join("srv");
+            exe(&script, line);
+            let e = plan_for_kernel(&request(&[script.to_str().unwrap()], vec![], &root), 7)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "exec: `{}` names the relative interpreter `{named}` on its `#!` line; write an absolute interpreter path (or `/usr/bin/env NAME`) on the script's first line",
+                    script.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn env_arguments_name_the_command() {
+        for (args, want) in [
+            ("node", Some("node")),
+            ("-S node --flag", Some("node")),
+            ("-Snode", Some("node")),
+            ("-i A=1 python3 -u", Some("python3")),
+            ("-u NAME -C /tmp deno run", Some("deno")),
+            ("-- -weird", Some("-weird")),
+            ("--split-string=uv run", Some("uv")),
+            ("-i", None),
+        ] {
+            assert_eq!(env_command(args.split_whitespace()), want, "{args}");
+        }
+    }
+
+    #[test]
+    fn the_read_set_never_holds_the_root_or_an_ancestor_of_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        let refused = |read: Vec<PathBuf>| {
+            plan_for_kernel(&request(&["/bin/true"], read, &home), 7)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(vec!["/".into()]),
+            "read set: `/` (`filesystem.read[0]`) would open the whole filesystem (`/`) to the server; list a narrower directory in filesystem.read"
+        );
+        assert_eq!(
+            refused(vec![root.join("data"), root.clone()]),
+            format!(
+                "read set: `{}` (`filesystem.read[1]`) would open the home directory (`{}`) to the server; list a narrower directory in filesystem.read",
+                root.display(),
+                home.display()
+            )
+        );
+        // The home itself, or a credential folder, only on purpose: allowed (and warned about).
+        let p = plan_for_kernel(&request(&["/bin/true"], vec![home.clone()], &home), 7).unwrap();
+        assert_eq!(
+            exposed_credentials(&request(&["/bin/true"], vec![home.clone()], &home).policy),
+            [("filesystem.read[0]".to_string(), home.join(".aws"))]
+        );
+        assert!(
+            p.read
+                .iter()
+                .any(|r| r.path == PolicyPath::Host(home.clone()))
+        );
+        // A derived rule may not even cover the home or a credential path.
+        for covered in [home.clone(), home.join(".aws")] {
+            let rule = FsRule {
+                path: PolicyPath::Host(covered.clone()),
+                origin: Origin::Interpreter,
+                required: true,
+            };
+            let protected = vec![(crate::policy::HOME_DIRECTORY.to_string(), home.clone())];
+            let e = check_read_set(&[rule], &protected).unwrap_err().to_string();
+            assert!(e.contains("(interpreter prefix) would open"), "{e}");
+        }
+    }
+
+    #[test]
+    fn prefixes_under_home_never_cover_credentials() {
+        let home = PathBuf::from("/home/u");
+        let protected = vec![
+            (crate::policy::HOME_DIRECTORY.to_string(), home.clone()),
+            ("state".to_string(), PathBuf::from("/var/lib/mcpsum")),
+        ];
+        let avoid = avoided_paths(&protected);
+        for (file, prefix) in [
+            ("/home/u/.cargo/bin/srv", "/home/u/.cargo/bin"),
+            ("/home/u/.local/bin/srv", "/home/u/.local/bin"),
+            ("/home/u/.docker/bin/srv", "/home/u/.docker/bin"),
+            (
+                "/home/u/.nvm/versions/node/v20/bin/node",
+                "/home/u/.nvm/versions/node/v20",
+            ),
+            ("/home/u/.ssh/srv", "/home/u/.ssh/srv"),
+            ("/home/u/srv", "/home/u/srv"),
+        ] {
+            let got = install_prefix(Path::new(file), &avoid);
+            assert_eq!(got, PathBuf::from(prefix), "{file}");
+            for c in credential_paths(&home) {
+                assert!(!c.starts_with(&got), "{file}: {got:?} covers {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_runtime_base_holds_no_tls_keys() {
+        for base in RUNTIME_BASE {
+            for key in TLS_KEY_DIRS {
+                assert!(!Path::new(key).starts_with(base), "{base} covers {key}");
+            }
+        }
+        let protected = vec![(
+            crate::policy::HOME_DIRECTORY.to_string(),
+            "/nonexistent-home".into(),
+        )];
+        check_read_set(&runtime_base_rules(), &protected).unwrap();
     }
 
     #[test]

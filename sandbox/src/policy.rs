@@ -223,6 +223,11 @@ pub fn validate(
     }
 }
 
+/// What the home directory is called among the protected paths (the plan finds it by name).
+pub(crate) const HOME_DIRECTORY: &str = "the home directory";
+/// What the mcpsum binary is called among the protected paths.
+pub(crate) const BINARY: &str = "the mcpsum binary";
+
 /// The protected paths with their names, canonical where they exist.
 pub(crate) fn protected_paths(p: &Protected) -> Vec<(&'static str, PathBuf)> {
     let lock = canonical_or_lexical(&p.lockfile);
@@ -234,9 +239,9 @@ pub(crate) fn protected_paths(p: &Protected) -> Vec<(&'static str, PathBuf)> {
     out.push(("the audit log", state.join("audit.jsonl")));
     out.push(("the taint state", state.join("taint")));
     out.push(("mcpsum's state directory", state));
-    out.push(("the mcpsum binary", canonical_or_lexical(&p.binary)));
+    out.push((BINARY, canonical_or_lexical(&p.binary)));
     if let Some(home) = &p.home {
-        out.push(("the home directory", canonical_or_lexical(home)));
+        out.push((HOME_DIRECTORY, canonical_or_lexical(home)));
     }
     out
 }

@@ -148,9 +148,12 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
         check_apparmor_userns()?;
     }
     let tmp = make_tmp()?;
+    // The launcher compares each opened rule with its path: name `${TMP}` by its real path
+    // (`TMPDIR` may lead through a link).
+    let tmp_real = crate::policy::canonical_or_lexical(tmp.path());
     let resolve = |p: &PolicyPath| match p {
         PolicyPath::Host(h) => h.clone(),
-        PolicyPath::Tmp(rel) => tmp.path().join(rel),
+        PolicyPath::Tmp(rel) => tmp_real.join(rel),
     };
     for d in &plan.create_dirs {
         let path = resolve(d);

@@ -314,6 +314,48 @@ fn build_checks(
             ));
         }
     }
+    // Credential exclusions: each listed credential path that exists stays closed, unless a
+    // `filesystem.*` entry opens it on purpose (then the row is the warning).
+    if let Some(home) = &protected.home {
+        for cred in crate::plan::credential_paths(home) {
+            if cred.symlink_metadata().is_err() {
+                continue;
+            }
+            // Listed: the entry covers it, or lies inside it (then the entry is what opens).
+            let listed = all.iter().find_map(|r| match (&r.path, &r.origin) {
+                (PolicyPath::Host(h), Origin::Policy(key))
+                    if cred.starts_with(h) || h.starts_with(&cred) =>
+                {
+                    Some((key, if h.starts_with(&cred) { h } else { &cred }))
+                }
+                _ => None,
+            });
+            c.push(match listed {
+                Some((key, opened)) => (
+                    format!(
+                        "read credential {} (warning: opened by `{key}`)",
+                        opened.display()
+                    ),
+                    ProbeOp::Read(opened.clone()),
+                    Expect::Any(format!("readable: listed in `{key}`")),
+                ),
+                None => (
+                    format!("read credential {}", cred.display()),
+                    ProbeOp::Read(cred),
+                    Expect::Refused,
+                ),
+            });
+        }
+    }
+    for dir in crate::plan::TLS_KEY_DIRS.iter().map(Path::new) {
+        if dir.exists() && !covered(dir, &all) {
+            c.push((
+                format!("read TLS private keys {}", dir.display()),
+                ProbeOp::Read(dir.to_path_buf()),
+                Expect::Refused,
+            ));
+        }
+    }
     let lock = crate::policy::canonical_or_lexical(&protected.lockfile);
     if lock.exists() && !covered(&lock, &all) {
         c.push((

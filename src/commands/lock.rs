@@ -89,12 +89,21 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
             policy: sandbox.clone(),
             lockfile: path.clone(),
         };
-        crate::sandboxing::request(&args.name, &command, &spec, Vec::new()).map_err(|e| {
-            Error::new(e).hint(format!(
-                "fix `{}`; the server was not started",
-                file.display()
-            ))
-        })?;
+        let (req, _) = crate::sandboxing::request(&args.name, &command, &spec, Vec::new())
+            .map_err(|e| {
+                Error::new(e).hint(format!(
+                    "fix `{}`; the server was not started",
+                    file.display()
+                ))
+            })?;
+        // Allowed (the policy is the person's), but never silently.
+        for (key, credential) in mcpsum_sandbox::exposed_credentials(&req.policy) {
+            output::warn(&format!(
+                "server `{}`: `{key}` opens the credentials at `{}` to the server; narrow the entry unless the server needs them",
+                args.name,
+                output::sanitize_line(&credential.display().to_string())
+            ));
+        }
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 

@@ -81,6 +81,19 @@ pub fn nobody_can_run(argv: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Credential files every world's home holds (besides `.ssh/id_ed25519`), below the folders a
+/// command installed in the home would sit in (`~/.cargo/bin`, `~/.local/bin`).
+pub const CREDENTIALS: &[&str] = &[
+    ".cargo/credentials.toml",
+    ".local/share/keyrings/login.keyring",
+    ".aws/credentials",
+    ".npmrc",
+    ".docker/config.json",
+];
+
+/// The host's TLS private key that Debian's `ssl-cert` installs, when present.
+pub const SNAKEOIL_KEY: &str = "/etc/ssl/private/ssl-cert-snakeoil.key";
+
 /// A world for one user: `home` (with `.ssh/id_ed25519`), `proj/mcp.lock`, `state`, `data`
 /// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` (a link to, or copy of,
 /// the binary under test), all reachable by that user.
@@ -105,6 +118,11 @@ impl Sbx {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         std::fs::write(root.join("home/.ssh/id_ed25519"), "SECRET-SSH-KEY").unwrap();
+        for rel in CREDENTIALS {
+            let p = root.join("home").join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "SECRET-CREDENTIAL").unwrap();
+        }
         std::fs::write(root.join("outside/secret.txt"), "OUTSIDE-SECRET").unwrap();
         std::fs::write(root.join("data/readme.txt"), "readable data").unwrap();
         let bin = root.join("bin/mcpsum");
@@ -130,6 +148,15 @@ impl Sbx {
 
     pub fn s(&self, rel: &str) -> String {
         self.p(rel).display().to_string()
+    }
+
+    /// The credential paths of this world's home a server must not read.
+    pub fn secrets(&self) -> Vec<String> {
+        [".ssh", ".ssh/id_ed25519"]
+            .iter()
+            .chain(CREDENTIALS)
+            .map(|rel| self.s(&format!("home/{rel}")))
+            .collect()
     }
 
     pub fn lockfile(&self) -> PathBuf {
@@ -669,7 +696,7 @@ fn escape_battery(allow_mode: bool) {
             "escape",
             json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
                    "readable": w.s("data/readme.txt"), "tcp_port": tcp_port,
-                   "unix_socket": agent, "abstract": abstract_name}),
+                   "unix_socket": agent, "abstract": abstract_name, "secrets": w.secrets()}),
         );
         let ctx = format!("uid {uid}, allow {allow:?}: {res:#}");
         // The server's parent is its guard, a child of the proxy outside the sandbox.
@@ -698,6 +725,7 @@ fn escape_battery(allow_mode: bool) {
         ] {
             refused(&res, key, &acc, &ctx);
         }
+        refused_secrets(&res, &w, &ctx);
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
             // Root owns every file: it may change no mode by path. (A user's server can still
@@ -770,6 +798,109 @@ fn escape_battery(allow_mode: bool) {
         // The proxy is alive and well after all that.
         let ping = s.request("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
+    }
+}
+
+/// Every credential path of the world and the host's TLS private keys were refused.
+fn refused_secrets(res: &Value, w: &Sbx, ctx: &str) {
+    let acc = ["EACCES", "EPERM"];
+    for p in w.secrets() {
+        refused(&res["secrets"], &p, &acc, ctx);
+    }
+    if Path::new(SNAKEOIL_KEY).exists() {
+        refused(res, "read_tls_key", &acc, ctx);
+        refused(res, "list_tls_private", &acc, ctx);
+    }
+}
+
+#[test]
+fn escape_battery_read_classes() {
+    read_classes(false);
+}
+
+#[test]
+fn escape_battery_read_classes_in_allow_mode() {
+    read_classes(true);
+}
+
+/// The ways a server's own command could widen its read set, each a class of the battery:
+/// a `#!` line with `..` (directly and through `env -S`), a command path with `..`, and a
+/// command installed in the home next to credentials (`~/.cargo/bin`, `~/.local/bin`). The
+/// policy lists only `data`: home, credentials and TLS keys must stay closed in every case.
+fn read_classes(allow_mode: bool) {
+    let server = std::fs::read_to_string(helper("escape_server.py")).unwrap();
+    let py = support::PYTHON;
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let listed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allow: Vec<String> = if allow_mode {
+            vec![format!("127.0.0.1:{}", listed.local_addr().unwrap().port())]
+        } else {
+            vec![]
+        };
+        let script = |rel: &str, shebang: &str| {
+            let p = w.p(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, format!("{shebang}\n{server}")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p.display().to_string()
+        };
+        // `/etc/../bin` is `/bin`: the prefix of its interpreter would be `/etc/..`, the root.
+        let dotdot = format!(
+            "/etc/../bin/{}",
+            Path::new(py).file_name().unwrap().display()
+        );
+        let classes = [
+            ("#! with ..", script("srv/dotdot", &format!("#!{dotdot}"))),
+            (
+                "#! env -S with ..",
+                script("srv/env-s", &format!("#!/usr/bin/env -S {dotdot}")),
+            ),
+            ("command path with ..", {
+                script("bin/escape-srv", &format!("#!{py}"));
+                w.s("data/../bin/escape-srv")
+            }),
+            (
+                "command in ~/.cargo/bin",
+                script("home/.cargo/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/.local/bin",
+                script("home/.local/bin/escape-srv", &format!("#!{py}")),
+            ),
+        ];
+        w.chown();
+        for (i, (class, cmd)) in classes.iter().enumerate() {
+            let name = format!("class{i}");
+            let r = w.lock(
+                &name,
+                &policy(&[w.s("data")], &[], &allow),
+                std::slice::from_ref(cmd),
+            );
+            if let Some(why) = kernel_lacks(&r) {
+                return skip(&why);
+            }
+            r.code(0);
+            let mut s = Session::start(
+                w.command(&["proxy", "--name", &name]),
+                w.p(&format!("{name}.stderr")),
+            );
+            let res = s.call(
+                "escape",
+                json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
+                       "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
+                       "abstract": "x", "secrets": w.secrets()}),
+            );
+            let ctx = format!("uid {uid}, allow {allow:?}, {class}: {res:#}");
+            assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
+            refused_secrets(&res, &w, &ctx);
+            for key in ["read_ssh_key", "list_home", "read_lockfile"] {
+                refused(&res, key, &["EACCES", "EPERM"], &ctx);
+            }
+            if uid == 0 {
+                refused(&res, "read_shadow", &["EACCES", "EPERM"], &ctx);
+            }
+        }
     }
 }
 
@@ -888,6 +1019,12 @@ fn refused_policies_never_start_the_server() {
             ("home", fs(&[], &[&w.s("home")]), vec!["home"]),
             ("tilde", fs(&[], &["~"]), vec!["~"]),
             ("covers", fs(&[], &[&w.s("")]), vec!["mcp.lock"]),
+            ("readroot", fs(&["/"], &[]), vec!["whole filesystem"]),
+            (
+                "readhomeparent",
+                fs(&[&w.s("")], &[]),
+                vec!["read set", "the home directory"],
+            ),
             (
                 "unknown",
                 json!({"filesystem": {"read": [], "exec": []}, "network": {"allow": []}}),
@@ -1078,6 +1215,24 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
         ] {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
         }
+        // The credential exclusions and the TLS key folder, one row each.
+        for rel in [
+            ".ssh",
+            ".cargo/credentials.toml",
+            ".local/share/keyrings",
+            ".aws",
+            ".npmrc",
+            ".docker/config.json",
+        ] {
+            let row = format!("read credential {}", w.s(&format!("home/{rel}")));
+            assert!(has_row(&doc, &row), "{ctx}: no `{row}` row: {doc:#}");
+        }
+        if Path::new("/etc/ssl/private").exists() {
+            assert!(
+                has_row(&doc, "read TLS private keys /etc/ssl/private"),
+                "{ctx}: {doc:#}"
+            );
+        }
         let text = w.run(&["sandbox", "test", "--name", "probe"]);
         text.code(0)
             .stdout_has(&["check", "expected", "observed", "every expectation holds"]);
@@ -1104,6 +1259,55 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
         }
         drop(listener);
+    }
+}
+
+/// A policy may open a credential path on purpose, but never silently: `lock` warns on stderr
+/// and `sandbox test` shows a warning row (which passes); every other credential path stays
+/// closed.
+#[test]
+fn a_policy_listing_credentials_is_warned_about() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let read = vec![helper("").display().to_string(), w.s("home/.aws")];
+        let r = w.lock(
+            "creds",
+            &policy(&read, &[w.s("home/.npmrc")], &[]),
+            &escape_argv(),
+        );
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        for (key, p) in [
+            ("filesystem.read[1]", w.s("home/.aws")),
+            ("filesystem.write[0]", w.s("home/.npmrc")),
+        ] {
+            let want = format!(
+                "warning: server `creds`: `{key}` opens the credentials at `{p}` to the server; narrow the entry unless the server needs them"
+            );
+            assert!(r.stderr.contains(&want), "uid {uid}: {}", r.stderr);
+        }
+        let ctx = format!("uid {uid}");
+        let doc = assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "creds", "--json"]),
+            &ctx,
+        );
+        for (key, p) in [
+            ("filesystem.read[1]", w.s("home/.aws")),
+            ("filesystem.write[0]", w.s("home/.npmrc")),
+        ] {
+            let row = format!("read credential {p} (warning: opened by `{key}`)");
+            assert!(has_row(&doc, &row), "{ctx}: no `{row}`: {doc:#}");
+        }
+        let row = format!("read credential {}", w.s("home/.ssh"));
+        let rows = doc["report"]["rows"].as_array().unwrap();
+        let ssh = rows.iter().find(|r| r["check"] == row.as_str());
+        assert_eq!(
+            ssh.map(|r| r["expected"].clone()),
+            Some(json!("refused")),
+            "{ctx}: {doc:#}"
+        );
     }
 }
 
@@ -1183,6 +1387,56 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
         assert_report_passes(
             &w.run(&["sandbox", "test", "--name", "probe", "--json"]),
             &ctx,
+        );
+    }
+}
+
+/// A read or write rule's path swapped for a link after the plan was made (the test build does
+/// it between plan and launch): the launcher compares each opened descriptor's real path with
+/// the planned one and refuses to start, naming the path and where it now leads.
+#[test]
+fn a_rule_swapped_for_a_link_after_planning_is_refused() {
+    for uid in users() {
+        let mut w = Sbx::new(uid);
+        std::fs::create_dir(w.p("outside/work")).unwrap();
+        w.chown();
+        let read = vec![helper("").display().to_string(), w.s("data")];
+        let r = w.lock(
+            "probe",
+            &policy(&read, &[w.s("outside/work")], &[]),
+            &escape_argv(),
+        );
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let bin = w.p("bin/mcpsum-weakened");
+        std::fs::copy(weakened_binary(), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.bin = bin;
+        for (from, to) in [("data", "home"), ("outside/work", "data")] {
+            w.extra_env = vec![(
+                "MCPSUM_TEST_SWAP_PATH".into(),
+                format!("{}=>{}", w.s(from), w.s(to)),
+            )];
+            let r = w.run(&["sandbox", "test", "--name", "probe"]);
+            let ctx = format!("uid {uid}, {from} -> {to}: {r:#?}");
+            assert_eq!(r.code, 2, "{ctx}");
+            let want = format!(
+                "policy: `{f}` changed after validation: validated as `{f}`, now opens `{t}`",
+                f = w.s(from),
+                t = w.s(to)
+            );
+            assert!(r.stderr.contains(&want), "{ctx}");
+            // Put it back for the next swap.
+            std::fs::remove_file(w.p(from)).unwrap();
+            std::fs::rename(w.p(&format!("{from}.swapped")), w.p(from)).unwrap();
+        }
+        // Nothing swapped: the same build passes.
+        w.extra_env.clear();
+        assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "probe", "--json"]),
+            &format!("uid {uid}"),
         );
     }
 }

@@ -4,8 +4,10 @@ mcpsum's sandbox, for tests/it/sandbox.rs and tests/it/egress.rs.
 Run as `/usr/bin/python3 escape_server.py [--marker PATH]` (no environment needed; with
 `--marker` it tries to create PATH at start). Tools, each answering one JSON text:
 
-- `escape {home, outside, lockfile, readable, tcp_port, unix_socket, abstract}`: one entry per
-  attempt, `{"ok": true, "value": ...}` or `{"ok": false, "errno": "EACCES", "error": ...}`.
+- `escape {home, outside, lockfile, readable, tcp_port, unix_socket, abstract, secrets}`: one
+  entry per attempt, `{"ok": true, "value": ...}` or `{"ok": false, "errno": "EACCES", "error":
+  ...}`; `secrets` (optional) lists credential paths to read (folders are listed), answered as
+  one attempt per path under `secrets`.
   The targets of the signal, ptrace and `/proc` attempts are the server's parent (the proxy).
 - `fetch {url, timeout}`: `urllib.request.urlopen` (honours `HTTPS_PROXY`; the CA comes from
   `SSL_CERT_FILE`): `{"status", "body"}` or `{"error", "code"}`.
@@ -58,6 +60,12 @@ def read(path):
         return f.read(200).decode("utf-8", "replace")
 
 
+def read_any(path):
+    if os.path.isdir(path):
+        return sorted(os.listdir(path))
+    return read(path)
+
+
 def write(path):
     with open(path, "w") as f:
         f.write("escaped")
@@ -93,6 +101,10 @@ def escape(a):
     r["write_tmp_root"] = attempt(lambda: write("/tmp/mcpsum-escape-pwned"))
     r["write_private_tmp"] = attempt(lambda: write(os.path.join(os.environ["TMPDIR"], "ok")))
     r["read_allowed"] = attempt(lambda: read(a["readable"]))
+    # Credential files and folders of the home directory, and the host's TLS private keys.
+    r["secrets"] = {p: attempt(lambda p=p: read_any(p)) for p in a.get("secrets", [])}
+    r["read_tls_key"] = attempt(lambda: read("/etc/ssl/private/ssl-cert-snakeoil.key"))
+    r["list_tls_private"] = attempt(lambda: os.listdir("/etc/ssl/private"))
     tmp = os.environ["TMPDIR"]
     key = os.path.join(a["home"], ".ssh", "id_ed25519")
     r["read_via_symlink"] = attempt(lambda: (os.symlink(key, os.path.join(tmp, "s")), read(os.path.join(tmp, "s")))[1])
