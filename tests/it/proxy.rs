@@ -1538,6 +1538,45 @@ fn floods_and_unknown_ids_from_the_server_keep_memory_bounded() {
     }
 }
 
+#[test]
+fn a_server_writing_stderr_without_a_newline_keeps_memory_bounded() {
+    let w = World::new();
+    let tools = json!([{"name": "echo", "inputSchema": {"type": "object"}}]);
+    lock(&w, "e", &json!({"tools": tools}));
+    // The scenario is read at each start: only the proxy's server floods.
+    w.scenario(
+        "e",
+        &json!({"tools": tools, "hostile": {"stderrFloodBytes": 300u64 << 20}}),
+    );
+    let mut px = Px::start(&w, "e", Era::Legacy);
+    px.hello();
+    let r = px.call(json!(1), "echo", json!({"during": "flood"}));
+    assert_eq!(text_of(&r), r#"{"during": "flood"}"#);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !px.stderr().contains("stderr flood done") {
+        assert!(
+            Instant::now() < deadline,
+            "no end of the flood\n{}",
+            px.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = px.call(json!(2), "echo", json!({"after": "flood"}));
+    assert_eq!(text_of(&r), r#"{"after": "flood"}"#);
+    let hwm = vm_hwm_kb(px.pid());
+    eprintln!("proxy peak RSS {hwm} kB after 300 MiB of stderr without a newline");
+    assert!(hwm > 0 && hwm < 64 * 1024, "peak RSS {hwm} kB");
+    // The line's start is kept and marked cut; nothing else of it.
+    let err = px.stderr();
+    assert!(
+        err.contains("[e] xxxx") && err.contains("[line cut]"),
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+    assert!(err.len() < 64 * 1024, "{} bytes of stderr", err.len());
+    assert_eq!(px.finish(), 0);
+}
+
 // ----- 7. audit log -----
 
 #[test]

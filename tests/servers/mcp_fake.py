@@ -89,6 +89,8 @@ hostile            dict of misbehaviours. METHOD values may be a string, a list,
   initializeError: CODE       modern: error code for initialize (default -32022 with data
                               {supported, requested}).
   stderrLines: [..]           print these lines to stderr at start.
+  stderrFloodBytes: N         at start, on a thread (serving goes on): write N bytes of "x"
+                              to stderr without a newline, then "\nmcp_fake: stderr flood done\n".
   exitAtStart: CODE           print stderrLines, then exit with CODE before reading anything.
   idMismatch: true            before each tools/list answer, send an answer with a wrong id
                               (an int id N becomes the string "N", a string id gets "-wrong")
@@ -994,11 +996,29 @@ class Server:
 
     # ---------- loop ----------
 
+    def flood_stderr(self, total):
+        """hostile.stderrFloodBytes: N bytes of stderr without a newline, then a marker line."""
+        chunk = b"x" * (1 << 20)
+        left = total
+        try:
+            while left > 0:
+                n = min(left, len(chunk))
+                view = memoryview(chunk)[:n]
+                while view:
+                    view = view[os.write(2, view):]
+                left -= n
+            os.write(2, b"\nmcp_fake: stderr flood done\n")
+        except OSError:
+            pass
+
     def run(self):
         self.record({"event": "start", "pid": os.getpid(), "argv": self.argv})
         for line in self.hostile("stderrLines") or []:
             sys.stderr.write(f"{line}\n")
         sys.stderr.flush()
+        flood = int(self.hostile("stderrFloodBytes", 0) or 0)
+        if flood:
+            threading.Thread(target=self.flood_stderr, args=(flood,), daemon=True).start()
         code = self.hostile("exitAtStart")
         if code is not None:
             self.exit(int(code), None)
