@@ -29,6 +29,13 @@ const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
 /// 64 KiB is held at a time and about 64 MiB are sent back in all.
 const MAX_CURSOR_BYTES: usize = 64 * 1024;
 
+/// Lines that are not JSON-RPC a server may write on its stdout over one connection, skipped
+/// with a warning (a banner, a stray `print`), before mcpsum gives up on it. The SDK clients skip
+/// such lines; past this many, the server is not speaking MCP on its stdout.
+pub const MAX_SKIPPED_LINES: usize = 100;
+/// Bytes of such lines, in all, before mcpsum gives up.
+pub const MAX_SKIPPED_BYTES: usize = 1024 * 1024;
+
 /// Why talking to a server failed.
 #[derive(Debug)]
 pub enum ClientError {
@@ -133,6 +140,13 @@ pub struct Connection {
     progress: Option<Reporter>,
     /// The rest of a batch the server sent (2025-03-26), not yet handled.
     queued: VecDeque<Value>,
+    /// The server's name, for warnings.
+    server: String,
+    /// What was said of each skipped line that is not JSON-RPC (for the proxy's audit log).
+    skipped: Vec<String>,
+    /// How many lines were skipped, and their bytes.
+    skipped_lines: usize,
+    skipped_bytes: usize,
 }
 
 /// The one revision that allows JSON-RPC batches (each peer MUST accept them).
@@ -185,6 +199,10 @@ impl Connection {
             max_message: opts.max_message,
             progress: opts.progress.clone(),
             queued: VecDeque::new(),
+            server: launch.server.clone(),
+            skipped: Vec::new(),
+            skipped_lines: 0,
+            skipped_bytes: 0,
         })
     }
 
@@ -263,10 +281,13 @@ impl Connection {
                 None => self.read_message(method).await?,
             };
             let Some(obj) = msg.as_object() else {
-                return Err(ClientError::Protocol(format!(
-                    "the server wrote a JSON value that is not a JSON-RPC message while mcpsum waited for `{method}`: {}",
-                    preview(&framing::encode(&msg))
-                )));
+                // The SDK clients skip these as they skip lines that are not JSON.
+                self.skip_line(
+                    "a JSON value that is not a JSON-RPC message",
+                    &serde_json::to_vec(&msg).unwrap_or_default(),
+                    method,
+                )?;
+                continue;
             };
             if let Some(m) = obj.get("method").and_then(Value::as_str) {
                 if let Some(req_id) = obj.get("id") {
@@ -313,6 +334,15 @@ impl Connection {
     /// Reads the server's next message. A 2025-03-26 server may send a batch: its first
     /// message is returned and the rest queued, in order.
     async fn read_message(&mut self, method: &str) -> Result<Value, ClientError> {
+        loop {
+            if let Some(msg) = self.read_json(method).await? {
+                return Ok(msg);
+            }
+        }
+    }
+
+    /// Reads the server's next line as JSON; `Ok(None)` for a line that is not JSON, skipped.
+    async fn read_json(&mut self, method: &str) -> Result<Option<Value>, ClientError> {
         let Some(stdout) = self.process.stdout.as_mut() else {
             return Err(ClientError::Io(std::io::Error::other("stdout taken")));
         };
@@ -334,26 +364,54 @@ impl Connection {
             }
             Some(Frame::Line(line)) => line,
         };
-        let msg = crate::canonical::parse_strict_slice(&line).map_err(|e| {
-            ClientError::Protocol(format!(
-                "the server wrote a line that is not JSON-RPC while mcpsum waited for `{method}` ({e}): {}",
-                preview(&line)
-            ))
-        })?;
+        let msg = match crate::canonical::parse_strict_slice(&line) {
+            Ok(msg) => msg,
+            Err(_) => {
+                self.skip_line("a line that is not JSON", &line, method)?;
+                return Ok(None);
+            }
+        };
         match msg {
             Value::Array(items) if self.version == BATCH_VERSION && !items.is_empty() => {
                 let mut items = items.into_iter();
                 let first = items.next().unwrap_or_default();
                 self.queued.extend(items);
-                Ok(first)
+                Ok(Some(first))
             }
             Value::Array(_) => Err(ClientError::Protocol(format!(
                 "the server sent a JSON-RPC batch while mcpsum waited for `{method}`; only protocol version {BATCH_VERSION} allows batches, and this link speaks {}: {}",
                 self.version,
                 preview(&line)
             ))),
-            msg => Ok(msg),
+            msg => Ok(Some(msg)),
         }
+    }
+
+    /// Skips a line of the server's stdout that is not a JSON-RPC message, with a warning, or
+    /// gives up past [`MAX_SKIPPED_LINES`] or [`MAX_SKIPPED_BYTES`].
+    fn skip_line(&mut self, what: &str, line: &[u8], method: &str) -> Result<(), ClientError> {
+        self.skipped_lines += 1;
+        self.skipped_bytes = self.skipped_bytes.saturating_add(line.len());
+        if self.skipped_lines > MAX_SKIPPED_LINES || self.skipped_bytes > MAX_SKIPPED_BYTES {
+            return Err(ClientError::Protocol(format!(
+                "the server wrote more than {MAX_SKIPPED_LINES} lines (or {MAX_SKIPPED_BYTES} bytes) that are not JSON-RPC on its stdout while mcpsum waited for `{method}` (the last: {}); an MCP server writes only JSON-RPC messages there, and logs on stderr",
+                preview(line)
+            )));
+        }
+        crate::output::warn(&format!(
+            "server `{}` wrote {what} on its stdout while mcpsum waited for `{method}`; skipped it: {}",
+            crate::output::sanitize_line(&self.server),
+            preview(line)
+        ));
+        self.skipped
+            .push(format!("{what} ({} bytes), skipped", line.len()));
+        Ok(())
+    }
+
+    /// What was said of each line that was skipped as not JSON-RPC so far (the proxy records
+    /// them in its audit log).
+    pub fn take_skipped(&mut self) -> Vec<String> {
+        self.skipped.drain(..).collect()
     }
 
     /// What is left of a batch the server sent, for whoever reads the link next.

@@ -59,12 +59,66 @@ fn assert_hostile(hostile: &Value, extra: &[&str], needles: &[&str]) {
 }
 
 #[test]
-fn non_json_line() {
-    assert_hostile(
-        &json!({"hostile": {"nonJsonLineBefore": "tools/list"}}),
-        &[],
-        &["not JSON-RPC", "tools/list"],
+fn non_json_lines_are_skipped_with_a_warning() {
+    // A banner at start and a stray line before an answer: the SDK clients skip such lines, so
+    // mcpsum does too, and says so, the line escaped and cut.
+    let banner = format!("Server ready\x1b[31m {}", "=".repeat(300));
+    let (w, _, s) = hostile_world(&json!({"hostile": {
+        "bannerLines": [banner], "nonJsonLineBefore": "tools/list"}}));
+    for name in ["victim", "fresh"] {
+        let r = if name == "victim" {
+            w.run(&["lock", "--name", "victim"])
+        } else {
+            w.lock_fake("fresh", &s, &[])
+        };
+        r.code(0).stderr_has(&[
+            &format!("server `{name}` wrote a line that is not JSON on its stdout"),
+            r#"skipped it: "Server ready\u{1b}[31m ====="#,
+            "=…\"",
+            "not JSON (mcp_fake nonJsonLineBefore)",
+            "while mcpsum waited for `tools/list`",
+        ]);
+        assert!(!r.stderr.contains(&"=".repeat(200)), "cut: {}", r.stderr);
+    }
+    w.run(&["verify"])
+        .code(0)
+        .stderr_has(&["server `victim` wrote a line that is not JSON"]);
+    assert_eq!(
+        w.lock_json()["servers"]["fresh"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
     );
+}
+
+#[test]
+fn too_many_non_json_lines() {
+    let lines: Vec<String> = (0..101).map(|i| format!("banner {i}")).collect();
+    assert_hostile(
+        &json!({"hostile": {"bannerLines": lines}}),
+        &[],
+        &[
+            "more than 100 lines",
+            "that are not JSON-RPC on its stdout",
+            "banner 100",
+        ],
+    );
+    let big = vec!["b".repeat(300_000); 4];
+    assert_hostile(
+        &json!({"hostile": {"bannerLines": big}}),
+        &[],
+        &["(or 1048576 bytes) that are not JSON-RPC"],
+    );
+}
+
+#[test]
+fn json_that_is_not_json_rpc_is_skipped_too() {
+    let (w, _, _) = hostile_world(&json!({"hostile": {"bannerLines": ["42", "\"hello\""]}}));
+    w.run(&["lock", "--name", "victim"]).code(0).stderr_has(&[
+        "wrote a JSON value that is not a JSON-RPC message on its stdout",
+        r#"skipped it: "42""#,
+    ]);
 }
 
 #[test]

@@ -1577,6 +1577,54 @@ fn a_server_writing_stderr_without_a_newline_keeps_memory_bounded() {
     assert_eq!(px.finish(), 0);
 }
 
+#[test]
+fn lines_that_are_not_json_on_the_servers_stdout_are_skipped_and_recorded() {
+    for server in ERAS {
+        let w = World::new();
+        let tools = json!([{"name": "echo", "inputSchema": {"type": "object"}}]);
+        lock(
+            &w,
+            "b",
+            &json!({"era": server.scenario_name(), "tools": tools}),
+        );
+        w.scenario(
+            "b",
+            &json!({"era": server.scenario_name(), "tools": tools,
+                    "hostile": {"bannerLines": ["Welcome to the \u{7}banner server"],
+                                "nonJsonLineBefore": "tools/call"}}),
+        );
+        let mut px = Px::start(&w, "b", server);
+        px.hello();
+        let r = px.call(json!(1), "echo", json!({"x": 1}));
+        assert_eq!(text_of(&r), r#"{"x": 1}"#, "{server:?}");
+        assert_eq!(px.finish(), 0);
+        assert!(
+            px.seen.iter().all(|m| m.is_object()),
+            "{server:?}: nothing but JSON-RPC reaches the client: {:?}",
+            px.seen
+        );
+        let err = px.stderr();
+        for needle in [
+            r#"server `b` wrote a line that is not JSON on its stdout while mcpsum waited for `"#,
+            r#"skipped it: "Welcome to the \u{7}banner server""#,
+            r#"server `b` wrote a line that is not JSON on its stdout; skipped it: "this line is not JSON (mcp_fake nonJsonLineBefore)""#,
+        ] {
+            assert!(err.contains(needle), "{server:?}: {needle}\n{err}");
+        }
+        let drops: Vec<Value> = audit(&w)
+            .into_iter()
+            .filter(|r| r["event"] == "refused" && r["decision"] == "drop")
+            .collect();
+        assert_eq!(drops.len(), 2, "{server:?}: {drops:#?}");
+        assert!(
+            drops.iter().all(|r| r["reason"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("a line that is not JSON ("))),
+            "{drops:#?}"
+        );
+    }
+}
+
 // ----- 7. audit log -----
 
 #[test]

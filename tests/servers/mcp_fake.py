@@ -89,6 +89,8 @@ hostile            dict of misbehaviours. METHOD values may be a string, a list,
   initializeError: CODE       modern: error code for initialize (default -32022 with data
                               {supported, requested}).
   stderrLines: [..]           print these lines to stderr at start.
+  bannerLines: [..]           print these lines to stdout at start, before reading anything
+                              (a banner that is not JSON-RPC).
   stderrFloodBytes: N         at start, on a thread (serving goes on): write N bytes of "x"
                               to stderr without a newline, then "\nmcp_fake: stderr flood done\n".
   exitAtStart: CODE           print stderrLines, then exit with CODE before reading anything.
@@ -1019,6 +1021,8 @@ class Server:
         flood = int(self.hostile("stderrFloodBytes", 0) or 0)
         if flood:
             threading.Thread(target=self.flood_stderr, args=(flood,), daemon=True).start()
+        for line in self.hostile("bannerLines") or []:
+            self.write_bytes(f"{line}\n".encode())
         code = self.hostile("exitAtStart")
         if code is not None:
             self.exit(int(code), None)
