@@ -65,6 +65,14 @@ pub enum ClientError {
     VersionNotListed(String),
     /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
     Protocol(String),
+    /// It was asked in one era only ([`Ask::Only`]) and does not speak it: `error` is how it
+    /// answered that era's handshake.
+    EraRefused {
+        /// The era asked.
+        era: Era,
+        /// What happened to its handshake.
+        error: Box<ClientError>,
+    },
     /// It completed its handshake, then `error` happened while listing with `method`. Kept
     /// apart because the handshake shows the server started and speaks MCP on stdio, so a hint
     /// about its command or environment would mislead.
@@ -112,6 +120,20 @@ impl fmt::Display for ClientError {
             ),
             ClientError::Protocol(m) | ClientError::VersionNotListed(m) => f.write_str(m),
             ClientError::Listing { error, .. } => write!(f, "{error}"),
+            ClientError::EraRefused {
+                era: Era::Modern,
+                error,
+            } => write!(
+                f,
+                "the server does not speak {MODERN_VERSION}: it did not answer `server/discover` as a {MODERN_VERSION} server ({error})"
+            ),
+            ClientError::EraRefused {
+                era: Era::Legacy,
+                error,
+            } => write!(
+                f,
+                "the server does not speak the legacy era: it refused `initialize` ({error})"
+            ),
             ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
         }
     }
@@ -474,9 +496,10 @@ impl Connection {
         })
     }
 
-    /// Sends the era probe. `Ok(Some)` is a modern server, `Ok(None)` means "fall back to
-    /// legacy", `Err` fails the lock (a recognized 2026-07-28 error or a bad DiscoverResult).
-    async fn modern_probe(&mut self) -> Result<Option<Handshake>, ClientError> {
+    /// Sends the era probe. `Ok(Probe::Modern)` is a modern server, `Ok(Probe::Legacy)` means
+    /// "fall back to legacy" (with the answer that says so), `Err` fails the lock (a recognized
+    /// 2026-07-28 error or a bad DiscoverResult).
+    async fn modern_probe(&mut self) -> Result<Probe, ClientError> {
         self.era = Era::Legacy; // send the probe's `_meta` by hand
         let params = with_modern_meta(Value::Null, MODERN_VERSION, json!({}));
         let result = match self.request("server/discover", params).await {
@@ -501,16 +524,18 @@ impl Connection {
                 )));
             }
             Err(
-                ClientError::Rpc { .. } | ClientError::Timeout { .. } | ClientError::Exited { .. },
+                e @ (ClientError::Rpc { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Exited { .. }),
             ) => {
-                return Ok(None);
+                return Ok(Probe::Legacy(e));
             }
             Err(e) => return Err(e),
         };
         let hs = parse_discover(&result)?;
         self.era = Era::Modern;
         self.version = MODERN_VERSION.to_owned();
-        Ok(Some(hs))
+        Ok(Probe::Modern(hs))
     }
 
     /// Reads every page of one list. A kind whose capability the server did not advertise is
@@ -705,6 +730,28 @@ fn preview(bytes: &[u8]) -> String {
     format!("{out:?}")
 }
 
+/// What the era probe found.
+enum Probe {
+    /// A 2026-07-28 server.
+    Modern(Handshake),
+    /// Not one: the probe's error, silence or exit, which means "legacy" to era detection.
+    Legacy(ClientError),
+}
+
+/// Which era to ask a server in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Era detection as the lockfile format says (a new entry, `lock --era auto`).
+    Detect,
+    /// The locked era first, and on a refused `initialize` a probe, so that the caller can
+    /// report an era change (verify, the proxy).
+    Locked(Era),
+    /// This era and no other: a server that does not speak it fails with
+    /// [`ClientError::EraRefused`] (`lock --era legacy|modern`, and a re-lock, which keeps the
+    /// entry's era rather than switching it silently).
+    Only(Era),
+}
+
 /// Options for opening a connection.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -751,7 +798,47 @@ pub async fn connect(
     locked: Option<Era>,
     opts: Options,
 ) -> Result<(Connection, Handshake), Failure> {
-    if locked == Some(Era::Legacy) {
+    connect_as(launch, locked.map_or(Ask::Detect, Ask::Locked), opts).await
+}
+
+/// [`connect`] in the era `ask` says.
+pub async fn connect_as(
+    launch: &Launch,
+    ask: Ask,
+    opts: Options,
+) -> Result<(Connection, Handshake), Failure> {
+    match ask {
+        Ask::Only(Era::Legacy) => {
+            let mut conn = start(launch, &opts).await?;
+            return match conn.legacy_handshake().await {
+                Ok(hs) => Ok((conn, hs)),
+                Err(error @ ClientError::Rpc { .. }) => {
+                    let error = ClientError::EraRefused {
+                        era: Era::Legacy,
+                        error: Box::new(error),
+                    };
+                    Err(fail(conn, error).await)
+                }
+                Err(e) => Err(fail(conn, e).await),
+            };
+        }
+        Ask::Only(Era::Modern) => {
+            let mut conn = start(launch, &opts).await?;
+            return match conn.modern_probe().await {
+                Ok(Probe::Modern(hs)) => Ok((conn, hs)),
+                Ok(Probe::Legacy(error)) => {
+                    let error = ClientError::EraRefused {
+                        era: Era::Modern,
+                        error: Box::new(error),
+                    };
+                    Err(fail(conn, error).await)
+                }
+                Err(e) => Err(fail(conn, e).await),
+            };
+        }
+        Ask::Detect | Ask::Locked(_) => {}
+    }
+    if ask == Ask::Locked(Era::Legacy) {
         let mut conn = start(launch, &opts).await?;
         return match conn.legacy_handshake().await {
             Ok(hs) => Ok((conn, hs)),
@@ -761,7 +848,7 @@ pub async fn connect(
                 let first = fail(conn, legacy_err).await;
                 let mut conn = start(launch, &opts).await?;
                 match conn.modern_probe().await {
-                    Ok(Some(hs)) => Ok((conn, hs)),
+                    Ok(Probe::Modern(hs)) => Ok((conn, hs)),
                     _ => {
                         conn.close().await;
                         Err(first)
@@ -773,8 +860,8 @@ pub async fn connect(
     }
     let mut conn = start(launch, &opts).await?;
     match conn.modern_probe().await {
-        Ok(Some(hs)) => Ok((conn, hs)),
-        Ok(None) => {
+        Ok(Probe::Modern(hs)) => Ok((conn, hs)),
+        Ok(Probe::Legacy(_)) => {
             // A legacy server may have exited or wedged on the probe: start it afresh.
             conn.close().await;
             let mut conn = start(launch, &opts).await?;
@@ -793,9 +880,14 @@ pub async fn read_surface(
     locked: Option<Era>,
     opts: Options,
 ) -> Result<Surface, Failure> {
+    read_surface_as(launch, locked.map_or(Ask::Detect, Ask::Locked), opts).await
+}
+
+/// [`read_surface`] in the era `ask` says.
+pub async fn read_surface_as(launch: &Launch, ask: Ask, opts: Options) -> Result<Surface, Failure> {
     let reporter = opts.progress.clone();
     let result = async {
-        let (mut conn, hs) = connect(launch, locked, opts).await?;
+        let (mut conn, hs) = connect_as(launch, ask, opts).await?;
         match read_lists(&mut conn, &hs).await {
             Ok(items) => {
                 conn.close().await;
