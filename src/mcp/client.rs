@@ -313,9 +313,12 @@ impl Connection {
             };
             if let Some(m) = obj.get("method").and_then(Value::as_str) {
                 if let Some(req_id) = obj.get("id") {
-                    // A request from the server: answer ping, refuse the rest.
+                    // A request from the server: answer ping and roots/list (mcpsum declares
+                    // `roots`, and has none to give: the server keeps its own), refuse the rest.
                     let reply = if m == "ping" {
                         json!({"jsonrpc": "2.0", "id": req_id, "result": {}})
+                    } else if m == "roots/list" {
+                        json!({"jsonrpc": "2.0", "id": req_id, "result": {"roots": []}})
                     } else {
                         json!({"jsonrpc": "2.0", "id": req_id, "error": {"code": codes::METHOD_NOT_FOUND, "message": format!("mcpsum does not answer `{m}` here")}})
                     };

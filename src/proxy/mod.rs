@@ -1577,7 +1577,21 @@ impl Proxy {
 
     async fn client_notification(&mut self, method: &str, params: Option<Value>) {
         match method {
-            "notifications/initialized" => {}
+            "notifications/initialized" => {
+                // The server started before this client came and asked mcpsum for roots then (it
+                // got none). A client that declared roots has its own: tell the server they
+                // changed, so that it asks again and the question reaches the client.
+                let roots = self
+                    .client_legacy_caps
+                    .as_ref()
+                    .is_some_and(|c| c.get("roots").is_some());
+                if roots && self.server_era == Era::Legacy && self.quarantine.is_none() {
+                    self.send_server(
+                        json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+                    )
+                    .await;
+                }
+            }
             "notifications/cancelled" => {
                 let rid = params
                     .as_ref()
@@ -1965,6 +1979,13 @@ impl Proxy {
             .client_legacy_caps
             .as_ref()
             .is_some_and(|c| client_accepts(c, method, params.as_ref()));
+        if !declared && method == "roots/list" {
+            // mcpsum declares `roots` to every server, so the question gets an answer: no roots
+            // of the client's, and the server keeps serving what its command line gave it.
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}))
+                .await;
+        }
         if !declared {
             self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
             return self

@@ -422,3 +422,26 @@ fn a_relock_without_era_never_switches_it() {
         .stderr_has(&["legacy (initialize)"]);
     assert_eq!(w.lock_json()["lockfileVersion"], 1);
 }
+
+#[test]
+fn lock_and_verify_answer_roots_list_with_no_roots() {
+    // mcpsum declares `roots` to every server, so a server that asks gets an answer: an empty
+    // list, which leaves it serving what its command line says.
+    let w = World::new();
+    let t = w.transcript("r");
+    let s = w.scenario(
+        "r",
+        &json!({"tools": tools(), "rootsOnInitialized": true, "transcript": t}),
+    );
+    w.lock_fake("r", &s, &[]).code(0);
+    w.run(&["verify"]).code(0).stdout_has(&["ok r: clean"]);
+    let answers: Vec<Value> = transcript_events(&t)
+        .into_iter()
+        .filter(|e| e["event"] == "recv" && e["msg"]["id"] == "fake-roots-initialized")
+        .map(|e| e["msg"].clone())
+        .collect();
+    assert_eq!(answers.len(), 2, "lock and verify: {answers:#?}");
+    for a in &answers {
+        assert_eq!(a["result"], json!({"roots": []}), "{a}");
+    }
+}

@@ -1625,6 +1625,113 @@ fn lines_that_are_not_json_on_the_servers_stdout_are_skipped_and_recorded() {
     }
 }
 
+#[test]
+fn a_legacy_servers_roots_list_gets_no_roots_when_the_client_declared_none() {
+    for client in ERAS {
+        let w = World::new();
+        let tools = json!([{"name": "roots", "inputSchema": {"type": "object"}}]);
+        lock(&w, "r", &json!({"tools": tools}));
+        let mut px = Px::start(&w, "r", client);
+        match client {
+            Era::Legacy => {
+                px.hello_with("2025-06-18", json!({}));
+            }
+            Era::Modern => {
+                px.hello();
+            }
+        }
+        let r = px.call(json!(1), "roots", json!({}));
+        assert_eq!(
+            serde_json::from_str::<Value>(&text_of(&r)).unwrap(),
+            json!({"roots": []}),
+            "{client:?}: {r:#}"
+        );
+        assert!(
+            !px.seen.iter().any(|m| m["method"] == "roots/list"),
+            "{client:?}"
+        );
+        assert_eq!(px.finish(), 0);
+    }
+}
+
+#[test]
+fn server_filesystem_keeps_its_folders_unless_the_client_declares_roots() {
+    let Some(index) =
+        test_dep("node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+    else {
+        return;
+    };
+    let w = World::new();
+    let served = w.path().join("served");
+    let theirs = w.path().join("client-root");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let (served, theirs) = (
+        served.canonicalize().unwrap().display().to_string(),
+        theirs.canonicalize().unwrap().display().to_string(),
+    );
+    w.run(&[
+        "lock",
+        "--name",
+        "fs",
+        "--",
+        "/usr/bin/node",
+        index.to_str().unwrap(),
+        &served,
+    ])
+    .code(0);
+    let allowed =
+        |px: &mut Px, id: i64| text_of(&px.call(json!(id), "list_allowed_directories", json!({})));
+    let wait_stderr = |px: &Px, needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !px.stderr().contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?}\n{}", px.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Clients that did not declare roots (a legacy one, and one of 2026-07-28, which mcpsum
+    // does not ask mid-call): the server asked mcpsum, got no roots and keeps its folder.
+    for era in ERAS {
+        let mut px = Px::start(&w, "fs", era);
+        match era {
+            Era::Legacy => {
+                px.hello_with("2025-06-18", json!({}));
+            }
+            Era::Modern => {
+                px.hello();
+            }
+        }
+        wait_stderr(&px, "No valid root directories provided by client");
+        let text = allowed(&mut px, 1);
+        assert!(
+            text.contains(&served) && !text.contains(&theirs),
+            "{era:?}: {text}"
+        );
+        assert_eq!(px.finish(), 0);
+        let err = px.stderr();
+        assert!(
+            !err.contains("Failed to request initial roots"),
+            "{era:?}: {err}"
+        );
+        assert!(
+            !px.seen.iter().any(|m| m["method"] == "roots/list"),
+            "{era:?}: the client was not asked"
+        );
+    }
+    // A client that declared roots is asked, and its roots replace the folder.
+    let mut px = Px::start(&w, "fs", Era::Legacy);
+    px.hello_with("2025-06-18", json!({"roots": {}}));
+    let ask = px.next_with_method("roots/list");
+    px.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+        {"uri": format!("file://{theirs}"), "name": "theirs"}]}}),
+    );
+    wait_stderr(&px, "Updated allowed directories from MCP roots");
+    let text = allowed(&mut px, 1);
+    assert!(text.contains(&theirs) && !text.contains(&served), "{text}");
+    assert_eq!(px.finish(), 0);
+}
+
 // ----- 7. audit log -----
 
 #[test]

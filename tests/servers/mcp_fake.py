@@ -57,6 +57,8 @@ clientRequestTimeoutMs
                    how long sample/elicit/roots wait for the client (default 30000).
 transcript         path: append one JSON line per event: {"event":"start","pid","argv"},
                    {"event":"recv","msg":...} for every message read, {"event":"exit","code"}.
+rootsOnInitialized true: on notifications/initialized, send roots/list (id
+                   "fake-roots-initialized") to the client; its answer is in the transcript.
 verbose            true: log traffic summaries to stderr.
 batchAnswers       true: once initialize negotiated 2025-03-26 (the one version with JSON-RPC
                    batches), every answer is sent as a batch: [notifications/message, answer].
@@ -516,6 +518,11 @@ class Server:
                 ev.set()
         elif method == "notifications/initialized":
             self.legacy_session = True
+            if self.sc.get("rootsOnInitialized"):
+                # As server-filesystem does: ask the client's roots at once (the answer is in
+                # the transcript).
+                self.send({"jsonrpc": "2.0", "id": "fake-roots-initialized",
+                           "method": "roots/list"})
 
     def route_response(self, msg):
         with self.state:
