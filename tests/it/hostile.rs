@@ -170,6 +170,41 @@ fn hundred_megabyte_line_is_refused_without_oom() {
 }
 
 #[test]
+fn stderr_without_a_newline_is_not_buffered() {
+    // 300 MiB of stderr without a newline before the server reads anything: the lock goes on,
+    // and mcpsum keeps only the start of that line.
+    let (w, _, _) = hostile_world(&json!({"startDelayMs": 1500,
+        "hostile": {"stderrFloodBytes": 300u64 << 20}}));
+    let child = w
+        .cmd()
+        .args(["lock", "--name", "victim"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let sampler = std::thread::spawn(move || {
+        while let Ok(text) = std::fs::read_to_string(&status_path) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        peak_kib
+    });
+    let out = child.wait_with_output().unwrap();
+    let peak_kib = sampler.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(peak_kib > 0, "sampled /proc");
+    assert!(peak_kib < 64 * 1024, "mcpsum peaked at {peak_kib} KiB");
+    eprintln!("mcpsum lock peak RSS with 300 MiB of stderr without a newline: {peak_kib} KiB");
+}
+
+#[test]
 fn hang_times_out() {
     // Re-lock only: a new entry would reach the same hanging `tools/list` after the same
     // handshake, and each run waits out the timeout. The server answered `initialize`, so the
