@@ -200,7 +200,11 @@ fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
         .supported_versions
         .iter()
         .flatten()
-        .filter(|v| v.as_str() < "2026")
+        .filter(|v| {
+            v.get(..4)
+                .and_then(|year| year.parse::<u32>().ok())
+                .is_some_and(|year| year < 2026)
+        })
         .map(|v| output::sanitize_line(v))
         .collect();
     (!legacy.is_empty()).then(|| legacy.join(", "))
