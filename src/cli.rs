@@ -243,9 +243,24 @@ pub struct LockArgs {
     /// Bound on each request to the server, in seconds (the first may include a download).
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
+    /// The protocol era to lock the server in. Without it a new entry (or a new command) is
+    /// `auto`, and a re-lock keeps the entry's era (and fails if the server no longer speaks it).
+    #[arg(long, value_enum, value_name = "ERA")]
+    pub era: Option<EraFlag>,
     /// The server's command and arguments (required for a new entry).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `mcpsum lock --era`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EraFlag {
+    /// Detect it: `server/discover` first, `initialize` if that fails (the lockfile format's rule).
+    Auto,
+    /// Lock through `initialize`, even when the server also answers `server/discover`.
+    Legacy,
+    /// Lock through `server/discover` (2026-07-28); fail if the server does not answer it.
+    Modern,
 }
 
 /// `mcpsum verify`.

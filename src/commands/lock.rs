@@ -4,13 +4,13 @@
 //! read-modify-write then happens under the advisory lock on a fresh read of the file, so two
 //! `lock` runs at once both land. On any failure the existing file is untouched.
 
-use crate::cli::LockArgs;
+use crate::cli::{EraFlag, LockArgs};
 use crate::drift;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile::{
-    self, Kind, Lockfile, Policy, ServerEntry, valid_env_name, valid_server_name,
+    self, Era, Kind, Lockfile, Policy, ServerEntry, valid_env_name, valid_server_name,
 };
-use crate::mcp::client;
+use crate::mcp::client::{self, Ask, ClientError};
 use crate::output::{self, paint, style};
 use crate::paths;
 
@@ -133,17 +133,37 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         args.name,
         output::sanitize_line(&super::show::shell_words(&command))
     ));
-    let locked_era = previous.as_ref().map(ServerEntry::era);
+    // A re-lock of the same command keeps the entry's era: a server that speaks both never
+    // switches silently. A new command is a new server: its era is detected.
+    let kept_era = previous
+        .as_ref()
+        .filter(|p| p.command == command)
+        .map(ServerEntry::era);
+    let ask = match (args.era, kept_era) {
+        (Some(EraFlag::Auto), _) | (None, None) => Ask::Detect,
+        (Some(EraFlag::Legacy), _) => Ask::Only(Era::Legacy),
+        (Some(EraFlag::Modern), _) => Ask::Only(Era::Modern),
+        (None, Some(era)) => Ask::Only(era),
+    };
     let mut progress = crate::progress::Progress::start();
     let reporter = progress.server(&args.name, &super::show::shell_words(&command));
-    let surface = client::read_surface(
-        &launch,
-        locked_era,
-        super::options(args.timeout_secs, reporter),
-    )
-    .await;
+    let surface =
+        client::read_surface_as(&launch, ask, super::options(args.timeout_secs, reporter)).await;
     progress.finish();
-    let surface = surface.map_err(|f| super::server_error("cannot lock", &launch, f))?;
+    let surface = surface.map_err(|f| {
+        let refused = match &f.error {
+            ClientError::EraRefused { era, .. } => Some(*era),
+            _ => None,
+        };
+        let err = super::server_error("cannot lock", &launch, f);
+        match refused {
+            Some(era) => err.hint(era_hint(&args.name, era, args.era.is_none())),
+            None => err,
+        }
+    })?;
+    let dual_era = (surface.era == Era::Modern && args.era != Some(EraFlag::Modern))
+        .then(|| legacy_versions_listed(&surface))
+        .flatten();
 
     let mut entry = ServerEntry::from_surface(command, env, surface, policy).map_err(|e| {
         Error::new(format!("cannot lock server `{}`", args.name))
@@ -172,7 +192,48 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         &lock.servers[&args.name],
         &dropped,
     );
+    if let Some(versions) = dual_era {
+        output::info(&format!(
+            "{} `{}` also speaks the legacy era (it lists {versions}) and was locked in 2026-07-28; what it offers only to legacy clients (sampling, elicitation, resource subscriptions) does not pass the proxy then; to keep the legacy era, run `mcpsum lock --name {} --era legacy`",
+            paint(style::BOLD, "note:"),
+            args.name,
+            args.name
+        ));
+    }
     Ok(Exit::Ok)
+}
+
+/// The pre-2026 versions a 2026-07-28 server lists, if any: it speaks both eras.
+fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
+    let legacy: Vec<String> = surface
+        .supported_versions
+        .iter()
+        .flatten()
+        .filter(|v| {
+            v.get(..4)
+                .and_then(|year| year.parse::<u32>().ok())
+                .is_some_and(|year| year < 2026)
+        })
+        .map(|v| output::sanitize_line(v))
+        .collect();
+    (!legacy.is_empty()).then(|| legacy.join(", "))
+}
+
+/// What to do when the server does not speak the era it was asked in: `kept` when that was the
+/// entry's era (a re-lock without `--era`), not a flag.
+fn era_hint(name: &str, refused: Era, kept: bool) -> String {
+    let (other, other_name) = match refused {
+        Era::Modern => ("legacy", "the legacy era"),
+        Era::Legacy => ("modern", "2026-07-28"),
+    };
+    let why = if kept {
+        format!("server `{name}` is locked in {refused} and a re-lock keeps its era; ")
+    } else {
+        String::new()
+    };
+    format!(
+        "{why}to lock it in {other_name}, run `mcpsum lock --name {name} --era {other}`, or let mcpsum detect its era with `--era auto`"
+    )
 }
 
 fn report(

@@ -29,6 +29,13 @@ const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
 /// 64 KiB is held at a time and about 64 MiB are sent back in all.
 const MAX_CURSOR_BYTES: usize = 64 * 1024;
 
+/// Lines that are not JSON-RPC a server may write on its stdout over one connection, skipped
+/// with a warning (a banner, a stray `print`), before mcpsum gives up on it. The SDK clients skip
+/// such lines; past this many, the server is not speaking MCP on its stdout.
+pub const MAX_SKIPPED_LINES: usize = 100;
+/// Bytes of such lines, in all, before mcpsum gives up.
+pub const MAX_SKIPPED_BYTES: usize = 1024 * 1024;
+
 /// Why talking to a server failed.
 #[derive(Debug)]
 pub enum ClientError {
@@ -58,6 +65,14 @@ pub enum ClientError {
     VersionNotListed(String),
     /// It broke the protocol (not JSON, too large, wrong shapes, lists that never end, ...).
     Protocol(String),
+    /// It was asked in one era only ([`Ask::Only`]) and does not speak it: `error` is how it
+    /// answered that era's handshake.
+    EraRefused {
+        /// The era asked.
+        era: Era,
+        /// What happened to its handshake.
+        error: Box<ClientError>,
+    },
     /// It completed its handshake, then `error` happened while listing with `method`. Kept
     /// apart because the handshake shows the server started and speaks MCP on stdio, so a hint
     /// about its command or environment would mislead.
@@ -105,6 +120,20 @@ impl fmt::Display for ClientError {
             ),
             ClientError::Protocol(m) | ClientError::VersionNotListed(m) => f.write_str(m),
             ClientError::Listing { error, .. } => write!(f, "{error}"),
+            ClientError::EraRefused {
+                era: Era::Modern,
+                error,
+            } => write!(
+                f,
+                "the server does not speak {MODERN_VERSION}: it did not answer `server/discover` as a {MODERN_VERSION} server ({error})"
+            ),
+            ClientError::EraRefused {
+                era: Era::Legacy,
+                error,
+            } => write!(
+                f,
+                "the server does not speak the legacy era: it refused `initialize` ({error})"
+            ),
             ClientError::Io(e) => write!(f, "cannot write to the server: {e}"),
         }
     }
@@ -133,6 +162,13 @@ pub struct Connection {
     progress: Option<Reporter>,
     /// The rest of a batch the server sent (2025-03-26), not yet handled.
     queued: VecDeque<Value>,
+    /// The server's name, for warnings.
+    server: String,
+    /// What was said of each skipped line that is not JSON-RPC (for the proxy's audit log).
+    skipped: Vec<String>,
+    /// How many lines were skipped, and their bytes.
+    skipped_lines: usize,
+    skipped_bytes: usize,
 }
 
 /// The one revision that allows JSON-RPC batches (each peer MUST accept them).
@@ -185,6 +221,10 @@ impl Connection {
             max_message: opts.max_message,
             progress: opts.progress.clone(),
             queued: VecDeque::new(),
+            server: launch.server.clone(),
+            skipped: Vec::new(),
+            skipped_lines: 0,
+            skipped_bytes: 0,
         })
     }
 
@@ -263,16 +303,22 @@ impl Connection {
                 None => self.read_message(method).await?,
             };
             let Some(obj) = msg.as_object() else {
-                return Err(ClientError::Protocol(format!(
-                    "the server wrote a JSON value that is not a JSON-RPC message while mcpsum waited for `{method}`: {}",
-                    preview(&framing::encode(&msg))
-                )));
+                // The SDK clients skip these as they skip lines that are not JSON.
+                self.skip_line(
+                    "a JSON value that is not a JSON-RPC message",
+                    &serde_json::to_vec(&msg).unwrap_or_default(),
+                    method,
+                )?;
+                continue;
             };
             if let Some(m) = obj.get("method").and_then(Value::as_str) {
                 if let Some(req_id) = obj.get("id") {
-                    // A request from the server: answer ping, refuse the rest.
+                    // A request from the server: answer ping and roots/list (mcpsum declares
+                    // `roots`, and has none to give: the server keeps its own), refuse the rest.
                     let reply = if m == "ping" {
                         json!({"jsonrpc": "2.0", "id": req_id, "result": {}})
+                    } else if m == "roots/list" {
+                        json!({"jsonrpc": "2.0", "id": req_id, "result": {"roots": []}})
                     } else {
                         json!({"jsonrpc": "2.0", "id": req_id, "error": {"code": codes::METHOD_NOT_FOUND, "message": format!("mcpsum does not answer `{m}` here")}})
                     };
@@ -313,6 +359,15 @@ impl Connection {
     /// Reads the server's next message. A 2025-03-26 server may send a batch: its first
     /// message is returned and the rest queued, in order.
     async fn read_message(&mut self, method: &str) -> Result<Value, ClientError> {
+        loop {
+            if let Some(msg) = self.read_json(method).await? {
+                return Ok(msg);
+            }
+        }
+    }
+
+    /// Reads the server's next line as JSON; `Ok(None)` for a line that is not JSON, skipped.
+    async fn read_json(&mut self, method: &str) -> Result<Option<Value>, ClientError> {
         let Some(stdout) = self.process.stdout.as_mut() else {
             return Err(ClientError::Io(std::io::Error::other("stdout taken")));
         };
@@ -334,26 +389,54 @@ impl Connection {
             }
             Some(Frame::Line(line)) => line,
         };
-        let msg = crate::canonical::parse_strict_slice(&line).map_err(|e| {
-            ClientError::Protocol(format!(
-                "the server wrote a line that is not JSON-RPC while mcpsum waited for `{method}` ({e}): {}",
-                preview(&line)
-            ))
-        })?;
+        let msg = match crate::canonical::parse_strict_slice(&line) {
+            Ok(msg) => msg,
+            Err(_) => {
+                self.skip_line("a line that is not JSON", &line, method)?;
+                return Ok(None);
+            }
+        };
         match msg {
             Value::Array(items) if self.version == BATCH_VERSION && !items.is_empty() => {
                 let mut items = items.into_iter();
                 let first = items.next().unwrap_or_default();
                 self.queued.extend(items);
-                Ok(first)
+                Ok(Some(first))
             }
             Value::Array(_) => Err(ClientError::Protocol(format!(
                 "the server sent a JSON-RPC batch while mcpsum waited for `{method}`; only protocol version {BATCH_VERSION} allows batches, and this link speaks {}: {}",
                 self.version,
                 preview(&line)
             ))),
-            msg => Ok(msg),
+            msg => Ok(Some(msg)),
         }
+    }
+
+    /// Skips a line of the server's stdout that is not a JSON-RPC message, with a warning, or
+    /// gives up past [`MAX_SKIPPED_LINES`] or [`MAX_SKIPPED_BYTES`].
+    fn skip_line(&mut self, what: &str, line: &[u8], method: &str) -> Result<(), ClientError> {
+        self.skipped_lines += 1;
+        self.skipped_bytes = self.skipped_bytes.saturating_add(line.len());
+        if self.skipped_lines > MAX_SKIPPED_LINES || self.skipped_bytes > MAX_SKIPPED_BYTES {
+            return Err(ClientError::Protocol(format!(
+                "the server wrote more than {MAX_SKIPPED_LINES} lines (or {MAX_SKIPPED_BYTES} bytes) that are not JSON-RPC on its stdout while mcpsum waited for `{method}` (the last: {}); an MCP server writes only JSON-RPC messages there, and logs on stderr",
+                preview(line)
+            )));
+        }
+        crate::output::warn(&format!(
+            "server `{}` wrote {what} on its stdout while mcpsum waited for `{method}`; skipped it: {}",
+            crate::output::sanitize_line(&self.server),
+            preview(line)
+        ));
+        self.skipped
+            .push(format!("{what} ({} bytes), skipped", line.len()));
+        Ok(())
+    }
+
+    /// What was said of each line that was skipped as not JSON-RPC so far (the proxy records
+    /// them in its audit log).
+    pub fn take_skipped(&mut self) -> Vec<String> {
+        self.skipped.drain(..).collect()
     }
 
     /// What is left of a batch the server sent, for whoever reads the link next.
@@ -416,9 +499,10 @@ impl Connection {
         })
     }
 
-    /// Sends the era probe. `Ok(Some)` is a modern server, `Ok(None)` means "fall back to
-    /// legacy", `Err` fails the lock (a recognized 2026-07-28 error or a bad DiscoverResult).
-    async fn modern_probe(&mut self) -> Result<Option<Handshake>, ClientError> {
+    /// Sends the era probe. `Ok(Probe::Modern)` is a modern server, `Ok(Probe::Legacy)` means
+    /// "fall back to legacy" (with the answer that says so), `Err` fails the lock (a recognized
+    /// 2026-07-28 error or a bad DiscoverResult).
+    async fn modern_probe(&mut self) -> Result<Probe, ClientError> {
         self.era = Era::Legacy; // send the probe's `_meta` by hand
         let params = with_modern_meta(Value::Null, MODERN_VERSION, json!({}));
         let result = match self.request("server/discover", params).await {
@@ -443,16 +527,18 @@ impl Connection {
                 )));
             }
             Err(
-                ClientError::Rpc { .. } | ClientError::Timeout { .. } | ClientError::Exited { .. },
+                e @ (ClientError::Rpc { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Exited { .. }),
             ) => {
-                return Ok(None);
+                return Ok(Probe::Legacy(e));
             }
             Err(e) => return Err(e),
         };
         let hs = parse_discover(&result)?;
         self.era = Era::Modern;
         self.version = MODERN_VERSION.to_owned();
-        Ok(Some(hs))
+        Ok(Probe::Modern(hs))
     }
 
     /// Reads every page of one list. A kind whose capability the server did not advertise is
@@ -647,6 +733,28 @@ fn preview(bytes: &[u8]) -> String {
     format!("{out:?}")
 }
 
+/// What the era probe found.
+enum Probe {
+    /// A 2026-07-28 server.
+    Modern(Handshake),
+    /// Not one: the probe's error, silence or exit, which means "legacy" to era detection.
+    Legacy(ClientError),
+}
+
+/// Which era to ask a server in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Era detection as the lockfile format says (a new entry, `lock --era auto`).
+    Detect,
+    /// The locked era first, and on a refused `initialize` a probe, so that the caller can
+    /// report an era change (verify, the proxy).
+    Locked(Era),
+    /// This era and no other: a server that does not speak it fails with
+    /// [`ClientError::EraRefused`] (`lock --era legacy|modern`, and a re-lock, which keeps the
+    /// entry's era rather than switching it silently).
+    Only(Era),
+}
+
 /// Options for opening a connection.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -693,7 +801,47 @@ pub async fn connect(
     locked: Option<Era>,
     opts: Options,
 ) -> Result<(Connection, Handshake), Failure> {
-    if locked == Some(Era::Legacy) {
+    connect_as(launch, locked.map_or(Ask::Detect, Ask::Locked), opts).await
+}
+
+/// [`connect`] in the era `ask` says.
+pub async fn connect_as(
+    launch: &Launch,
+    ask: Ask,
+    opts: Options,
+) -> Result<(Connection, Handshake), Failure> {
+    match ask {
+        Ask::Only(Era::Legacy) => {
+            let mut conn = start(launch, &opts).await?;
+            return match conn.legacy_handshake().await {
+                Ok(hs) => Ok((conn, hs)),
+                Err(error @ ClientError::Rpc { .. }) => {
+                    let error = ClientError::EraRefused {
+                        era: Era::Legacy,
+                        error: Box::new(error),
+                    };
+                    Err(fail(conn, error).await)
+                }
+                Err(e) => Err(fail(conn, e).await),
+            };
+        }
+        Ask::Only(Era::Modern) => {
+            let mut conn = start(launch, &opts).await?;
+            return match conn.modern_probe().await {
+                Ok(Probe::Modern(hs)) => Ok((conn, hs)),
+                Ok(Probe::Legacy(error)) => {
+                    let error = ClientError::EraRefused {
+                        era: Era::Modern,
+                        error: Box::new(error),
+                    };
+                    Err(fail(conn, error).await)
+                }
+                Err(e) => Err(fail(conn, e).await),
+            };
+        }
+        Ask::Detect | Ask::Locked(_) => {}
+    }
+    if ask == Ask::Locked(Era::Legacy) {
         let mut conn = start(launch, &opts).await?;
         return match conn.legacy_handshake().await {
             Ok(hs) => Ok((conn, hs)),
@@ -703,7 +851,7 @@ pub async fn connect(
                 let first = fail(conn, legacy_err).await;
                 let mut conn = start(launch, &opts).await?;
                 match conn.modern_probe().await {
-                    Ok(Some(hs)) => Ok((conn, hs)),
+                    Ok(Probe::Modern(hs)) => Ok((conn, hs)),
                     _ => {
                         conn.close().await;
                         Err(first)
@@ -715,8 +863,8 @@ pub async fn connect(
     }
     let mut conn = start(launch, &opts).await?;
     match conn.modern_probe().await {
-        Ok(Some(hs)) => Ok((conn, hs)),
-        Ok(None) => {
+        Ok(Probe::Modern(hs)) => Ok((conn, hs)),
+        Ok(Probe::Legacy(_)) => {
             // A legacy server may have exited or wedged on the probe: start it afresh.
             conn.close().await;
             let mut conn = start(launch, &opts).await?;
@@ -735,9 +883,14 @@ pub async fn read_surface(
     locked: Option<Era>,
     opts: Options,
 ) -> Result<Surface, Failure> {
+    read_surface_as(launch, locked.map_or(Ask::Detect, Ask::Locked), opts).await
+}
+
+/// [`read_surface`] in the era `ask` says.
+pub async fn read_surface_as(launch: &Launch, ask: Ask, opts: Options) -> Result<Surface, Failure> {
     let reporter = opts.progress.clone();
     let result = async {
-        let (mut conn, hs) = connect(launch, locked, opts).await?;
+        let (mut conn, hs) = connect_as(launch, ask, opts).await?;
         match read_lists(&mut conn, &hs).await {
             Ok(items) => {
                 conn.close().await;

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// What to start: the locked argv and the names of the variables to pass.
@@ -59,6 +59,66 @@ pub fn resolve_program(program: &str) -> Option<PathBuf> {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Bytes read from a server's stderr at a time.
+const STDERR_CHUNK: usize = 64 * 1024;
+/// Bytes kept of one stderr line (enough for [`TAIL_LINE_CHARS`] characters of any UTF-8).
+const TAIL_LINE_BYTES: usize = 4 * TAIL_LINE_CHARS;
+/// What marks a stderr line that was cut.
+const CUT_MARK: &str = "… [line cut]";
+
+/// The stderr line being read. A server is hostile input and may write without ever ending a
+/// line: only the line's first [`TAIL_LINE_BYTES`] are kept; the line is shown, marked cut, as
+/// soon as it passes them, and the rest of it is dropped as it is read.
+#[derive(Default)]
+struct StderrLine {
+    buf: Vec<u8>,
+    /// The line passed the limit and was shown; its bytes are dropped until its newline.
+    cut: bool,
+}
+
+impl StderrLine {
+    /// Takes the next piece of stderr: a run of bytes that ends in at most one newline, its last.
+    fn take(&mut self, piece: &[u8], emit: &mut impl FnMut(&str)) {
+        let (body, ends) = match piece.split_last() {
+            Some((b'\n', body)) => (body, true),
+            _ => (piece, false),
+        };
+        if !self.cut {
+            let room = TAIL_LINE_BYTES - self.buf.len();
+            self.buf.extend_from_slice(&body[..body.len().min(room)]);
+            if body.len() > room {
+                self.cut = true;
+                self.emit(emit);
+            }
+        }
+        if ends {
+            if !self.cut {
+                self.emit(emit);
+            }
+            self.buf.clear();
+            self.cut = false;
+        }
+    }
+
+    /// The end of stderr: a last line without a newline counts.
+    fn finish(&mut self, emit: &mut impl FnMut(&str)) {
+        if !self.cut && !self.buf.is_empty() {
+            self.emit(emit);
+        }
+    }
+
+    fn emit(&mut self, emit: &mut impl FnMut(&str)) {
+        let text = String::from_utf8_lossy(&self.buf);
+        let text = text.trim_end();
+        let mut short: String = text.chars().take(TAIL_LINE_CHARS).collect();
+        if self.cut || short.len() < text.len() {
+            short.push_str(CUT_MARK);
+        }
+        emit(&short);
+        self.buf.clear();
+    }
 }
 
 /// The last lines a server wrote to stderr.
@@ -187,27 +247,25 @@ impl ServerProcess {
         let server = launch.server.clone();
         let tail2 = tail.clone();
         let reader = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr_pipe);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match lines.read_until(b'\n', &mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let text = String::from_utf8_lossy(&buf);
-                        let text = text.trim_end();
-                        let short: String = text.chars().take(TAIL_LINE_CHARS).collect();
-                        if forward {
-                            crate::output::server_stderr(&server, &short);
-                        }
-                        tail2.push(short);
-                    }
+            let mut pipe = stderr_pipe;
+            let mut chunk = vec![0u8; STDERR_CHUNK];
+            let mut line = StderrLine::default();
+            let mut emit = |text: &str| {
+                if forward {
+                    crate::output::server_stderr(&server, text);
                 }
-                // A server that never writes a newline cannot grow this buffer without bound.
-                if buf.capacity() > 64 * 1024 {
-                    buf = Vec::new();
+                tail2.push(text.to_owned());
+            };
+            loop {
+                let n = match pipe.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                for piece in chunk[..n].split_inclusive(|b| *b == b'\n') {
+                    line.take(piece, &mut emit);
                 }
             }
+            line.finish(&mut emit);
         });
         let mut process = Self {
             child,
@@ -282,4 +340,41 @@ pub fn become_subreaper() {
 /// server should run any more.
 pub fn kill_adopted_orphans() {
     mcpsum_sandbox::end_descendants();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(pieces: &[&[u8]]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut line = StderrLine::default();
+        let mut emit = |t: &str| out.push(t.to_owned());
+        for p in pieces {
+            for piece in p.split_inclusive(|b| *b == b'\n') {
+                line.take(piece, &mut emit);
+            }
+        }
+        line.finish(&mut emit);
+        out
+    }
+
+    #[test]
+    fn stderr_lines_are_split_and_bounded() {
+        assert_eq!(
+            lines_of(&[b"a\nb", b"c\r\n\nlast"]),
+            ["a", "bc", "", "last"]
+        );
+        let long = vec![b'x'; 10 * TAIL_LINE_BYTES];
+        let lines = lines_of(&[&long, &long, b"\nafter\n"]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("xxx") && lines[0].ends_with(CUT_MARK));
+        assert_eq!(
+            lines[0].chars().count(),
+            TAIL_LINE_CHARS + CUT_MARK.chars().count()
+        );
+        assert_eq!(lines[1], "after");
+        // Never ended: shown once, cut, and nothing more at the end.
+        assert_eq!(lines_of(&[&long]).len(), 1);
+    }
 }

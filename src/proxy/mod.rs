@@ -51,6 +51,8 @@ const MAX_LISTEN_REOPENS: u32 = 3;
 const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 /// Audit records for dropped junk, at most, before only counting.
 const MAX_DROP_RECORDS: u64 = 100;
+/// Warnings on stderr for lines of the server's stdout that are not JSON, at most.
+const MAX_BANNER_WARNINGS: u64 = 20;
 
 /// A map keyed by the ids mcpsum gives its own requests to the server. They are sequential and
 /// never chosen by a peer, so a multiplicative hash spreads them well without SipHash's cost.
@@ -159,6 +161,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         to_server: RefCell::new(Outbox::new()),
         scan: Scan::default(),
         drops: 0,
+        banners: 0,
         max_message: opts.max_message,
     };
 
@@ -277,6 +280,10 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         "start",
         json!({"pid": conn.process.child.id(), "era": era_name(live.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid}),
     );
+    // Lines that were not JSON-RPC during the start were warned of by the connection.
+    for what in conn.take_skipped() {
+        proxy.drop_junk("server", &what);
+    }
     proxy.server_era = conn.era();
     proxy.server_version = conn.version().to_owned();
     proxy.next_server_id = conn.next_id();
@@ -804,6 +811,8 @@ struct Proxy {
     /// Scratch of the envelope scan, reused for every message.
     scan: Scan,
     drops: u64,
+    /// Lines of the server's stdout that were not JSON, skipped (each warned of, up to a cap).
+    banners: u64,
     /// `--max-message-bytes`, for messages.
     max_message: usize,
     /// Taint labels, the session's shared state and pending approvals (I6).
@@ -1568,7 +1577,21 @@ impl Proxy {
 
     async fn client_notification(&mut self, method: &str, params: Option<Value>) {
         match method {
-            "notifications/initialized" => {}
+            "notifications/initialized" => {
+                // The server started before this client came and asked mcpsum for roots then (it
+                // got none). A client that declared roots has its own: tell the server they
+                // changed, so that it asks again and the question reaches the client.
+                let roots = self
+                    .client_legacy_caps
+                    .as_ref()
+                    .is_some_and(|c| c.get("roots").is_some());
+                if roots && self.server_era == Era::Legacy && self.quarantine.is_none() {
+                    self.send_server(
+                        json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+                    )
+                    .await;
+                }
+            }
             "notifications/cancelled" => {
                 let rid = params
                     .as_ref()
@@ -1727,7 +1750,35 @@ impl Proxy {
             Ok(Value::Array(_)) => {
                 self.drop_junk("server", "a batch outside protocol version 2025-03-26")
             }
-            _ => self.drop_junk("server", "invalid JSON or not an object"),
+            Ok(_) => self.drop_junk("server", "JSON that is not an object"),
+            Err(_) => self.server_banner(line),
+        }
+    }
+
+    /// A line of the server's stdout that is not JSON (a banner, a stray `print`): never
+    /// forwarded, recorded, and warned of on stderr up to [`MAX_BANNER_WARNINGS`] times.
+    fn server_banner(&mut self, line: &[u8]) {
+        self.banners += 1;
+        self.drop_junk(
+            "server",
+            &format!("a line that is not JSON ({} bytes), skipped", line.len()),
+        );
+        if self.banners <= MAX_BANNER_WARNINGS {
+            let text = String::from_utf8_lossy(line);
+            let mut short: String = text.chars().take(120).collect();
+            if short.len() < text.len() {
+                short.push('…');
+            }
+            output::warn(&format!(
+                "server `{}` wrote a line that is not JSON on its stdout; skipped it: {short:?}",
+                output::sanitize_line(&self.name)
+            ));
+        }
+        if self.banners == MAX_BANNER_WARNINGS {
+            output::warn(&format!(
+                "server `{}`: further lines that are not JSON are skipped without a warning",
+                output::sanitize_line(&self.name)
+            ));
         }
     }
 
@@ -1928,6 +1979,13 @@ impl Proxy {
             .client_legacy_caps
             .as_ref()
             .is_some_and(|c| client_accepts(c, method, params.as_ref()));
+        if !declared && method == "roots/list" {
+            // mcpsum declares `roots` to every server, so the question gets an answer: no roots
+            // of the client's, and the server keeps serving what its command line gave it.
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}))
+                .await;
+        }
         if !declared {
             self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
             return self

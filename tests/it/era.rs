@@ -314,3 +314,134 @@ fn a_legacy_entry_keeps_its_era_when_the_server_learns_2026_07_28() {
     assert_eq!(lock["lockfileVersion"], 1);
     assert!(lock["servers"]["d"].get("supportedVersions").is_none());
 }
+
+/// The methods the started processes received first, one per start.
+fn first_methods(t: &std::path::Path) -> Vec<String> {
+    first_messages(&transcript_events(t))
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_dual_era_server_locks_modern_and_lock_says_how_to_keep_the_legacy_era() {
+    let w = World::new();
+    let s = w.scenario("d", &json!({"era": "dual", "tools": tools()}));
+    w.lock_fake("d", &s, &[]).code(0).stderr_has(&[
+        "2026-07-28 (server/discover)",
+        "`d` also speaks the legacy era (it lists 2025-11-25)",
+        "run `mcpsum lock --name d --era legacy`",
+    ]);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+    // Asked for explicitly: nothing to point out.
+    let r = w.run(&["lock", "--name", "d", "--era", "modern"]);
+    r.code(0);
+    assert!(!r.stderr.contains("--era legacy"), "{r:?}");
+    // A modern-only server speaks one era: nothing to point out either.
+    let s = w.scenario("m", &json!({"era": "modern", "tools": tools()}));
+    let r = w.lock_fake("m", &s, &[]);
+    r.code(0);
+    assert!(!r.stderr.contains("also speaks"), "{r:?}");
+}
+
+#[test]
+fn lock_era_legacy_locks_a_dual_server_through_initialize_and_keeps_it() {
+    let w = World::new();
+    let t = w.transcript("d");
+    let s = w.scenario(
+        "d",
+        &json!({"era": "dual", "tools": tools(), "transcript": t}),
+    );
+    w.lock_fake("d", &s, &["--era", "legacy"])
+        .code(0)
+        .stderr_has(&["locked `d`", "legacy (initialize)"]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 1);
+    assert!(lock["servers"]["d"].get("supportedVersions").is_none());
+    assert_eq!(first_methods(&t), ["initialize"], "no probe");
+    // A re-lock without `--era` keeps it, and `verify` is clean.
+    w.run(&["lock", "--name", "d"])
+        .code(0)
+        .stderr_has(&["legacy (initialize)", "unchanged since the previous lock"]);
+    w.run(&["verify"]).code(0).stdout_has(&["ok d: clean"]);
+    assert_eq!(w.lock_json()["lockfileVersion"], 1);
+    // `--era auto` detects again, and moves it.
+    w.run(&["lock", "--name", "d", "--era", "auto"])
+        .code(0)
+        .stderr_has(&["2026-07-28 (server/discover)", "era"]);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+}
+
+#[test]
+fn lock_era_modern_requires_server_discover() {
+    let w = World::new();
+    let t = w.transcript("l");
+    let s = w.scenario(
+        "l",
+        &json!({"era": "legacy", "tools": tools(), "transcript": t}),
+    );
+    w.lock_fake("l", &s, &["--era", "modern"])
+        .code(2)
+        .stderr_has(&[
+            "cannot lock server `l`",
+            "the server does not speak 2026-07-28",
+            "`server/discover`",
+            "hint: to lock it in the legacy era, run `mcpsum lock --name l --era legacy`",
+        ]);
+    assert!(!w.lockfile().exists());
+    assert_eq!(first_methods(&t), ["server/discover"], "no fallback");
+}
+
+#[test]
+fn a_relock_without_era_never_switches_it() {
+    // Legacy entry, the server moves to 2026-07-28 only.
+    let w = World::new();
+    let s = w.scenario("x", &json!({"era": "legacy", "tools": tools()}));
+    w.lock_fake("x", &s, &[]).code(0);
+    w.scenario("x", &json!({"era": "modern", "tools": tools()}));
+    let before = w.lock_bytes();
+    w.run(&["lock", "--name", "x"]).code(2).stderr_has(&[
+        "cannot lock server `x`",
+        "the server does not speak the legacy era: it refused `initialize`",
+        "hint: server `x` is locked in legacy (initialize) and a re-lock keeps its era; to lock it in 2026-07-28, run `mcpsum lock --name x --era modern`",
+    ]);
+    crate::support::assert_unchanged(&w, &before, "re-lock in the kept era");
+    w.run(&["lock", "--name", "x", "--era", "modern"]).code(0);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+
+    // Modern entry, the server drops 2026-07-28 (it answers only `initialize`).
+    w.scenario("x", &json!({"era": "legacy", "tools": tools()}));
+    let before = w.lock_bytes();
+    w.run(&["lock", "--name", "x"]).code(2).stderr_has(&[
+        "the server does not speak 2026-07-28",
+        "hint: server `x` is locked in 2026-07-28 (server/discover) and a re-lock keeps its era; to lock it in the legacy era, run `mcpsum lock --name x --era legacy`",
+    ]);
+    crate::support::assert_unchanged(&w, &before, "re-lock in the kept era");
+    w.run(&["lock", "--name", "x", "--era", "auto"])
+        .code(0)
+        .stderr_has(&["legacy (initialize)"]);
+    assert_eq!(w.lock_json()["lockfileVersion"], 1);
+}
+
+#[test]
+fn lock_and_verify_answer_roots_list_with_no_roots() {
+    // mcpsum declares `roots` to every server, so a server that asks gets an answer: an empty
+    // list, which leaves it serving what its command line says.
+    let w = World::new();
+    let t = w.transcript("r");
+    let s = w.scenario(
+        "r",
+        &json!({"tools": tools(), "rootsOnInitialized": true, "transcript": t}),
+    );
+    w.lock_fake("r", &s, &[]).code(0);
+    w.run(&["verify"]).code(0).stdout_has(&["ok r: clean"]);
+    let answers: Vec<Value> = transcript_events(&t)
+        .into_iter()
+        .filter(|e| e["event"] == "recv" && e["msg"]["id"] == "fake-roots-initialized")
+        .map(|e| e["msg"].clone())
+        .collect();
+    assert_eq!(answers.len(), 2, "lock and verify: {answers:#?}");
+    for a in &answers {
+        assert_eq!(a["result"], json!({"roots": []}), "{a}");
+    }
+}

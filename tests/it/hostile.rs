@@ -59,12 +59,66 @@ fn assert_hostile(hostile: &Value, extra: &[&str], needles: &[&str]) {
 }
 
 #[test]
-fn non_json_line() {
-    assert_hostile(
-        &json!({"hostile": {"nonJsonLineBefore": "tools/list"}}),
-        &[],
-        &["not JSON-RPC", "tools/list"],
+fn non_json_lines_are_skipped_with_a_warning() {
+    // A banner at start and a stray line before an answer: the SDK clients skip such lines, so
+    // mcpsum does too, and says so, the line escaped and cut.
+    let banner = format!("Server ready\x1b[31m {}", "=".repeat(300));
+    let (w, _, s) = hostile_world(&json!({"hostile": {
+        "bannerLines": [banner], "nonJsonLineBefore": "tools/list"}}));
+    for name in ["victim", "fresh"] {
+        let r = if name == "victim" {
+            w.run(&["lock", "--name", "victim"])
+        } else {
+            w.lock_fake("fresh", &s, &[])
+        };
+        r.code(0).stderr_has(&[
+            &format!("server `{name}` wrote a line that is not JSON on its stdout"),
+            r#"skipped it: "Server ready\u{1b}[31m ====="#,
+            "=…\"",
+            "not JSON (mcp_fake nonJsonLineBefore)",
+            "while mcpsum waited for `tools/list`",
+        ]);
+        assert!(!r.stderr.contains(&"=".repeat(200)), "cut: {}", r.stderr);
+    }
+    w.run(&["verify"])
+        .code(0)
+        .stderr_has(&["server `victim` wrote a line that is not JSON"]);
+    assert_eq!(
+        w.lock_json()["servers"]["fresh"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
     );
+}
+
+#[test]
+fn too_many_non_json_lines() {
+    let lines: Vec<String> = (0..101).map(|i| format!("banner {i}")).collect();
+    assert_hostile(
+        &json!({"hostile": {"bannerLines": lines}}),
+        &[],
+        &[
+            "more than 100 lines",
+            "that are not JSON-RPC on its stdout",
+            "banner 100",
+        ],
+    );
+    let big = vec!["b".repeat(300_000); 4];
+    assert_hostile(
+        &json!({"hostile": {"bannerLines": big}}),
+        &[],
+        &["(or 1048576 bytes) that are not JSON-RPC"],
+    );
+}
+
+#[test]
+fn json_that_is_not_json_rpc_is_skipped_too() {
+    let (w, _, _) = hostile_world(&json!({"hostile": {"bannerLines": ["42", "\"hello\""]}}));
+    w.run(&["lock", "--name", "victim"]).code(0).stderr_has(&[
+        "wrote a JSON value that is not a JSON-RPC message on its stdout",
+        r#"skipped it: "42""#,
+    ]);
 }
 
 #[test]
@@ -113,6 +167,41 @@ fn hundred_megabyte_line_is_refused_without_oom() {
         "mcpsum peaked at {peak_kib} KiB while skipping a 100 MB line"
     );
     eprintln!("mcpsum peak RSS while skipping a 100 MB line: {peak_kib} KiB");
+}
+
+#[test]
+fn stderr_without_a_newline_is_not_buffered() {
+    // 300 MiB of stderr without a newline before the server reads anything: the lock goes on,
+    // and mcpsum keeps only the start of that line.
+    let (w, _, _) = hostile_world(&json!({"startDelayMs": 1500,
+        "hostile": {"stderrFloodBytes": 300u64 << 20}}));
+    let child = w
+        .cmd()
+        .args(["lock", "--name", "victim"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let sampler = std::thread::spawn(move || {
+        while let Ok(text) = std::fs::read_to_string(&status_path) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        peak_kib
+    });
+    let out = child.wait_with_output().unwrap();
+    let peak_kib = sampler.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(peak_kib > 0, "sampled /proc");
+    assert!(peak_kib < 64 * 1024, "mcpsum peaked at {peak_kib} KiB");
+    eprintln!("mcpsum lock peak RSS with 300 MiB of stderr without a newline: {peak_kib} KiB");
 }
 
 #[test]

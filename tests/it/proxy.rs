@@ -1538,6 +1538,200 @@ fn floods_and_unknown_ids_from_the_server_keep_memory_bounded() {
     }
 }
 
+#[test]
+fn a_server_writing_stderr_without_a_newline_keeps_memory_bounded() {
+    let w = World::new();
+    let tools = json!([{"name": "echo", "inputSchema": {"type": "object"}}]);
+    lock(&w, "e", &json!({"tools": tools}));
+    // The scenario is read at each start: only the proxy's server floods.
+    w.scenario(
+        "e",
+        &json!({"tools": tools, "hostile": {"stderrFloodBytes": 300u64 << 20}}),
+    );
+    let mut px = Px::start(&w, "e", Era::Legacy);
+    px.hello();
+    let r = px.call(json!(1), "echo", json!({"during": "flood"}));
+    assert_eq!(text_of(&r), r#"{"during": "flood"}"#);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !px.stderr().contains("stderr flood done") {
+        assert!(
+            Instant::now() < deadline,
+            "no end of the flood\n{}",
+            px.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = px.call(json!(2), "echo", json!({"after": "flood"}));
+    assert_eq!(text_of(&r), r#"{"after": "flood"}"#);
+    let hwm = vm_hwm_kb(px.pid());
+    eprintln!("proxy peak RSS {hwm} kB after 300 MiB of stderr without a newline");
+    assert!(hwm > 0 && hwm < 64 * 1024, "peak RSS {hwm} kB");
+    // The line's start is kept and marked cut; nothing else of it.
+    let err = px.stderr();
+    assert!(
+        err.contains("[e] xxxx") && err.contains("[line cut]"),
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+    assert!(err.len() < 64 * 1024, "{} bytes of stderr", err.len());
+    assert_eq!(px.finish(), 0);
+}
+
+#[test]
+fn lines_that_are_not_json_on_the_servers_stdout_are_skipped_and_recorded() {
+    for server in ERAS {
+        let w = World::new();
+        let tools = json!([{"name": "echo", "inputSchema": {"type": "object"}}]);
+        lock(
+            &w,
+            "b",
+            &json!({"era": server.scenario_name(), "tools": tools}),
+        );
+        w.scenario(
+            "b",
+            &json!({"era": server.scenario_name(), "tools": tools,
+                    "hostile": {"bannerLines": ["Welcome to the \u{7}banner server"],
+                                "nonJsonLineBefore": "tools/call"}}),
+        );
+        let mut px = Px::start(&w, "b", server);
+        px.hello();
+        let r = px.call(json!(1), "echo", json!({"x": 1}));
+        assert_eq!(text_of(&r), r#"{"x": 1}"#, "{server:?}");
+        assert_eq!(px.finish(), 0);
+        assert!(
+            px.seen.iter().all(|m| m.is_object()),
+            "{server:?}: nothing but JSON-RPC reaches the client: {:?}",
+            px.seen
+        );
+        let err = px.stderr();
+        for needle in [
+            r#"server `b` wrote a line that is not JSON on its stdout while mcpsum waited for `"#,
+            r#"skipped it: "Welcome to the \u{7}banner server""#,
+            r#"server `b` wrote a line that is not JSON on its stdout; skipped it: "this line is not JSON (mcp_fake nonJsonLineBefore)""#,
+        ] {
+            assert!(err.contains(needle), "{server:?}: {needle}\n{err}");
+        }
+        let drops: Vec<Value> = audit(&w)
+            .into_iter()
+            .filter(|r| r["event"] == "refused" && r["decision"] == "drop")
+            .collect();
+        assert_eq!(drops.len(), 2, "{server:?}: {drops:#?}");
+        assert!(
+            drops.iter().all(|r| r["reason"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("a line that is not JSON ("))),
+            "{drops:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_legacy_servers_roots_list_gets_no_roots_when_the_client_declared_none() {
+    for client in ERAS {
+        let w = World::new();
+        let tools = json!([{"name": "roots", "inputSchema": {"type": "object"}}]);
+        lock(&w, "r", &json!({"tools": tools}));
+        let mut px = Px::start(&w, "r", client);
+        match client {
+            Era::Legacy => {
+                px.hello_with("2025-06-18", json!({}));
+            }
+            Era::Modern => {
+                px.hello();
+            }
+        }
+        let r = px.call(json!(1), "roots", json!({}));
+        assert_eq!(
+            serde_json::from_str::<Value>(&text_of(&r)).unwrap(),
+            json!({"roots": []}),
+            "{client:?}: {r:#}"
+        );
+        assert!(
+            !px.seen.iter().any(|m| m["method"] == "roots/list"),
+            "{client:?}"
+        );
+        assert_eq!(px.finish(), 0);
+    }
+}
+
+#[test]
+fn server_filesystem_keeps_its_folders_unless_the_client_declares_roots() {
+    let Some(index) =
+        test_dep("node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+    else {
+        return;
+    };
+    let w = World::new();
+    let served = w.path().join("served");
+    let theirs = w.path().join("client-root");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    let (served, theirs) = (
+        served.canonicalize().unwrap().display().to_string(),
+        theirs.canonicalize().unwrap().display().to_string(),
+    );
+    w.run(&[
+        "lock",
+        "--name",
+        "fs",
+        "--",
+        "/usr/bin/node",
+        index.to_str().unwrap(),
+        &served,
+    ])
+    .code(0);
+    let allowed =
+        |px: &mut Px, id: i64| text_of(&px.call(json!(id), "list_allowed_directories", json!({})));
+    let wait_stderr = |px: &Px, needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !px.stderr().contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?}\n{}", px.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Clients that did not declare roots (a legacy one, and one of 2026-07-28, which mcpsum
+    // does not ask mid-call): the server asked mcpsum, got no roots and keeps its folder.
+    for era in ERAS {
+        let mut px = Px::start(&w, "fs", era);
+        match era {
+            Era::Legacy => {
+                px.hello_with("2025-06-18", json!({}));
+            }
+            Era::Modern => {
+                px.hello();
+            }
+        }
+        wait_stderr(&px, "No valid root directories provided by client");
+        let text = allowed(&mut px, 1);
+        assert!(
+            text.contains(&served) && !text.contains(&theirs),
+            "{era:?}: {text}"
+        );
+        assert_eq!(px.finish(), 0);
+        let err = px.stderr();
+        assert!(
+            !err.contains("Failed to request initial roots"),
+            "{era:?}: {err}"
+        );
+        assert!(
+            !px.seen.iter().any(|m| m["method"] == "roots/list"),
+            "{era:?}: the client was not asked"
+        );
+    }
+    // A client that declared roots is asked, and its roots replace the folder.
+    let mut px = Px::start(&w, "fs", Era::Legacy);
+    px.hello_with("2025-06-18", json!({"roots": {}}));
+    let ask = px.next_with_method("roots/list");
+    px.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+        {"uri": format!("file://{theirs}"), "name": "theirs"}]}}),
+    );
+    wait_stderr(&px, "Updated allowed directories from MCP roots");
+    let text = allowed(&mut px, 1);
+    assert!(text.contains(&theirs) && !text.contains(&served), "{text}");
+    assert_eq!(px.finish(), 0);
+}
+
 // ----- 7. audit log -----
 
 #[test]

@@ -46,6 +46,32 @@ fn mcp_server_time_is_dual_era_and_locks_as_2026_07_28() {
 }
 
 #[test]
+fn mcp_server_time_locks_in_the_legacy_era_when_asked() {
+    let Some(bin) = test_dep("venv/bin/mcp-server-time") else {
+        return;
+    };
+    let w = World::new();
+    let bin = bin.display().to_string();
+    w.run(&["lock", "--name", "time", "--era", "legacy", "--", &bin])
+        .code(0)
+        .stderr_has(&["locked `time`", "legacy (initialize)"]);
+    let lock = w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 1);
+    let e = &lock["servers"]["time"];
+    assert!(e.get("supportedVersions").is_none(), "{e}");
+    assert!(e["protocolVersion"].as_str().unwrap() < "2026", "{e}");
+    // Kept by a re-lock and by verify; `--era modern` moves it.
+    w.run(&["lock", "--name", "time"])
+        .code(0)
+        .stderr_has(&["legacy (initialize)", "unchanged since the previous lock"]);
+    w.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+    w.run(&["lock", "--name", "time", "--era", "modern"])
+        .code(0)
+        .stderr_has(&["2026-07-28 (server/discover)"]);
+    assert_eq!(w.lock_json()["lockfileVersion"], 2);
+}
+
+#[test]
 fn server_everything_is_legacy() {
     let Some(index) =
         test_dep("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")

@@ -57,6 +57,8 @@ clientRequestTimeoutMs
                    how long sample/elicit/roots wait for the client (default 30000).
 transcript         path: append one JSON line per event: {"event":"start","pid","argv"},
                    {"event":"recv","msg":...} for every message read, {"event":"exit","code"}.
+rootsOnInitialized true: on notifications/initialized, send roots/list (id
+                   "fake-roots-initialized") to the client; its answer is in the transcript.
 verbose            true: log traffic summaries to stderr.
 batchAnswers       true: once initialize negotiated 2025-03-26 (the one version with JSON-RPC
                    batches), every answer is sent as a batch: [notifications/message, answer].
@@ -89,6 +91,10 @@ hostile            dict of misbehaviours. METHOD values may be a string, a list,
   initializeError: CODE       modern: error code for initialize (default -32022 with data
                               {supported, requested}).
   stderrLines: [..]           print these lines to stderr at start.
+  bannerLines: [..]           print these lines to stdout at start, before reading anything
+                              (a banner that is not JSON-RPC).
+  stderrFloodBytes: N         at start, on a thread (serving goes on): write N bytes of "x"
+                              to stderr without a newline, then "\nmcp_fake: stderr flood done\n".
   exitAtStart: CODE           print stderrLines, then exit with CODE before reading anything.
   idMismatch: true            before each tools/list answer, send an answer with a wrong id
                               (an int id N becomes the string "N", a string id gets "-wrong")
@@ -512,6 +518,11 @@ class Server:
                 ev.set()
         elif method == "notifications/initialized":
             self.legacy_session = True
+            if self.sc.get("rootsOnInitialized"):
+                # As server-filesystem does: ask the client's roots at once (the answer is in
+                # the transcript).
+                self.send({"jsonrpc": "2.0", "id": "fake-roots-initialized",
+                           "method": "roots/list"})
 
     def route_response(self, msg):
         with self.state:
@@ -994,11 +1005,31 @@ class Server:
 
     # ---------- loop ----------
 
+    def flood_stderr(self, total):
+        """hostile.stderrFloodBytes: N bytes of stderr without a newline, then a marker line."""
+        chunk = b"x" * (1 << 20)
+        left = total
+        try:
+            while left > 0:
+                n = min(left, len(chunk))
+                view = memoryview(chunk)[:n]
+                while view:
+                    view = view[os.write(2, view):]
+                left -= n
+            os.write(2, b"\nmcp_fake: stderr flood done\n")
+        except OSError:
+            pass
+
     def run(self):
         self.record({"event": "start", "pid": os.getpid(), "argv": self.argv})
         for line in self.hostile("stderrLines") or []:
             sys.stderr.write(f"{line}\n")
         sys.stderr.flush()
+        flood = int(self.hostile("stderrFloodBytes", 0) or 0)
+        if flood:
+            threading.Thread(target=self.flood_stderr, args=(flood,), daemon=True).start()
+        for line in self.hostile("bannerLines") or []:
+            self.write_bytes(f"{line}\n".encode())
         code = self.hostile("exitAtStart")
         if code is not None:
             self.exit(int(code), None)

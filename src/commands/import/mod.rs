@@ -79,6 +79,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
                     env: job.env.clone(),
                     sandbox: None,
                     timeout_secs: args.timeout_secs,
+                    era: None,
                     command: job.argv.clone(),
                 };
                 match super::lock::lock_at(&lockfile, &lock_args).await {
