@@ -527,8 +527,10 @@ impl Proxy {
         true
     }
 
-    /// A result of `method` on `item` is about to reach the client: a source's result taints
-    /// the session first, `isError` or not (its text reaches the model all the same). `Err`
+    /// An answer of the server to `method` on `item` is about to reach the client: a source's
+    /// answer taints the session first, whatever it is (a result, `isError` or not, a JSON-RPC
+    /// error, an input round's questions), since its text reaches the model all the same. Only
+    /// answers mcpsum makes itself (refusals, time-outs) do not come here. `Err`
     /// (what to answer instead) when the taint cannot be recorded in the session's state: the
     /// result is then withheld, since the session's other proxies would not know to ask before
     /// their sinks (fail closed).
@@ -562,7 +564,7 @@ impl Proxy {
         });
         match tainted_now {
             Ok(true) => {
-                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"}));
+                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's answer reached the client"}));
                 Ok(())
             }
             Ok(false) => Ok(()),
