@@ -1051,20 +1051,9 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
         let tr = setup(&w, "web", Era::Legacy, &policy);
         // A client without elicitation: refusals are visible without answering prompts.
         let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
-        // A source's JSON-RPC error (invalid arguments: no result, nothing from the source)
-        // does not taint.
-        let r = px.request(
-            "b",
-            "tools/call",
-            json!({"name": "broken", "arguments": "not an object"}),
-            None,
-        );
-        assert!(r.get("error").is_some(), "{r:#}");
+        // A clean session's sink runs unasked.
         let (err, _) = tool_text(&px.call("s1", "send", json!({"to": "one"})));
-        assert!(
-            !err,
-            "{label}: a source's JSON-RPC error tainted the session"
-        );
+        assert!(!err, "{label}: a clean session's sink was refused");
         let r = px.request("src", method, params.clone(), None);
         assert!(r.get("result").is_some(), "{r:#}");
         px.finish();
@@ -1308,12 +1297,14 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
         assert!(tool_text(&resp).0, "{resp:#}");
         px.finish();
         let last = approvals(&w).pop().unwrap();
-        assert_ne!(
+        assert_eq!(
             last.1,
-            "accept",
-            "{era:?}: the refused call is audited as accepted: {:?}",
+            "accept-unticked",
+            "{era:?}: the refused call is audited as another answer: {:?}",
             approvals(&w)
         );
+        let text = tool_text(&resp).1;
+        assert!(text.contains("without ticking"), "{era:?}: {text}");
         assert_no_secret_in_audit(&w);
     }
 }
@@ -1645,20 +1636,227 @@ fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held(
     assert_eq!(d, vec!["asked", "error", "asked", "accept"]);
 }
 
+/// Arguments too long to show whole are not shown in part: the call is refused without a
+/// prompt, the refusal says why, and the refusal is audited.
 #[test]
-fn long_arguments_are_truncated_in_the_prompt() {
+fn arguments_too_long_to_show_whole_are_refused_without_asking() {
+    for era in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        let tr = setup(&w, "web", era, &default_policy());
+        let mut px = Raw::start(&w, "web", era, form_caps());
+        tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+        let body = "A".repeat(20_000);
+        let (r, asked) = px.request_seen(
+            "big",
+            "tools/call",
+            json!({"name": "send", "arguments": {"body": body}}),
+            Some(&accept()),
+        );
+        assert!(asked.is_empty(), "{era:?}: {asked:#?}");
+        let (err, text) = tool_text(&r);
+        assert!(
+            err && text.contains("without asking") && text.contains("8192"),
+            "{era:?}: {r:#}"
+        );
+        px.finish();
+        assert!(!calls(&tr).iter().any(|(t, _)| t == "send"), "{era:?}");
+        let last = audit(&w)
+            .into_iter()
+            .filter(|r| r["event"] == "approval")
+            .last()
+            .unwrap();
+        assert_eq!(last["decision"], "refused", "{last:#}");
+        assert!(
+            last["reason"].as_str().unwrap().contains("shows whole"),
+            "{last:#}"
+        );
+    }
+}
+
+/// The prompt of a tainted sink call in `era`, for these arguments (accepted, so it runs).
+fn prompt_for(era: Era, args: &Value) -> String {
+    let w = World::new();
+    setup(&w, "web", era, &default_policy());
+    let mut px = Raw::start(&w, "web", era, form_caps());
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    let msg = match era {
+        Era::Legacy => {
+            let (_, asked) = px.request_seen(
+                "s",
+                "tools/call",
+                json!({"name": "send", "arguments": args}),
+                Some(&accept()),
+            );
+            asked[0]["message"].as_str().unwrap().to_owned()
+        }
+        Era::Modern => {
+            let r = px.call("s", "send", args.clone());
+            input_required(&r);
+            r["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    px.finish();
+    msg
+}
+
+/// Every argument is in the prompt: a key after a long value is not cut off.
+#[test]
+fn the_prompt_shows_a_key_after_a_long_value() {
+    for era in [Era::Legacy, Era::Modern] {
+        let args = json!({"body": "b".repeat(3_000), "bcc": "attacker@evil.example"});
+        let msg = prompt_for(era, &args);
+        assert!(
+            msg.contains("\"bcc\": \"attacker@evil.example\""),
+            "{era:?}: {msg}"
+        );
+        assert!(msg.contains(&"b".repeat(3_000)), "{era:?}");
+        assert!(!msg.contains("truncated"), "{era:?}: {msg}");
+    }
+}
+
+/// Characters that hide or reorder text are escaped in the prompt, in values and keys alike.
+#[test]
+fn the_prompt_escapes_controls_bidi_and_invisible_characters() {
+    let hidden = [
+        '\u{1b}',
+        '\u{7f}',
+        '\u{85}',
+        '\u{9b}',
+        '\u{200b}',
+        '\u{200e}',
+        '\u{200f}',
+        '\u{202a}',
+        '\u{202e}',
+        '\u{2066}',
+        '\u{2069}',
+        '\u{2060}',
+        '\u{feff}',
+        '\u{e0041}',
+    ];
+    let tricky: String = hidden.iter().map(|c| format!("x{c}")).collect();
+    let args = json!({"to": tricky, format!("k\u{202e}ey"): "v"});
+    let msg = prompt_for(Era::Legacy, &args);
+    for c in hidden {
+        assert!(!msg.contains(c), "{:x} is shown raw: {msg:?}", c as u32);
+    }
+    for esc in [
+        r"\u001b",
+        r"\u007f",
+        r"\u0085",
+        r"\u009b",
+        r"\u200b",
+        r"\u200e",
+        r"\u200f",
+        r"\u202a",
+        r"\u202e",
+        r"\u2066",
+        r"\u2069",
+        r"\u2060",
+        r"\ufeff",
+        r"\udb40\udc41",
+    ] {
+        assert!(msg.contains(esc), "{esc} missing: {msg}");
+    }
+    assert!(msg.contains(r#""k\u202eey": "v""#), "{msg}");
+}
+
+/// Timestamps (the taint mark's) vary from run to run.
+fn approval_snapshot_settings() -> insta::Settings {
+    let mut s = crate::support::snapshot_settings();
+    s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TS]");
+    s
+}
+
+/// The prompt and each refusal a person or a client can see, as text.
+#[test]
+fn approval_prompt_and_refusal_texts() {
+    let snap = |name: &str, text: &str| {
+        approval_snapshot_settings().bind(|| insta::assert_snapshot!(name, text));
+    };
+    snap(
+        "approval_prompt",
+        &prompt_for(
+            Era::Legacy,
+            &json!({"to": "a@example.org", "body": "hi\u{202e}"}),
+        ),
+    );
+
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    // No prompt capability.
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    tool_text(&px.call("src", "read_page", json!({"url": "u"})));
+    snap(
+        "refusal_no_prompt",
+        &tool_text(&px.call("s", "send", json!({"to": "x"}))).1,
+    );
+    px.finish();
+    // The person's answers.
+    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let answers = [
+        ("refusal_decline", json!({"action": "decline"})),
+        ("refusal_cancel", json!({"action": "cancel"})),
+        (
+            "refusal_accept_unticked",
+            json!({"action": "accept", "content": {"approve": false}}),
+        ),
+    ];
+    for (name, answer) in answers {
+        let r = px.request(
+            name,
+            "tools/call",
+            json!({"name": "send", "arguments": {"to": "x"}}),
+            Some(&answer),
+        );
+        snap(name, &tool_text(&r).1);
+    }
+    let big = json!({"body": "A".repeat(9_000)});
+    snap(
+        "refusal_unshowable",
+        &tool_text(&px.call("big", "send", big)).1,
+    );
+    px.finish();
+
+    // A 2026-07-28 client's approval state.
     let w = World::new();
     setup(&w, "web", Era::Modern, &default_policy());
     let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
-    let body = "A".repeat(20_000);
-    let r = px.call("big", "send", json!({"body": body}));
-    input_required(&r);
-    let msg = r["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
-        .as_str()
-        .unwrap();
-    assert!(msg.contains("(truncated)"), "{msg}");
-    assert!(msg.len() < 4_000, "prompt of {} bytes", msg.len());
+    let args = json!({"to": "x"});
+    let t = input_required(&px.call("ask", "send", args.clone()));
+    let r = px.request("ok", "tools/call", retry(args.clone(), &t, accept()), None);
+    assert!(!tool_text(&r).0, "{r:#}");
+    let r = px.request(
+        "again",
+        "tools/call",
+        retry(args.clone(), &t, accept()),
+        None,
+    );
+    snap(
+        "refusal_replayed_state",
+        r["error"]["message"].as_str().unwrap(),
+    );
+    let forged = t.replacen("mcpsum1.", "mcpsum1.00", 1);
+    let r = px.request(
+        "forged",
+        "tools/call",
+        retry(args.clone(), &forged, accept()),
+        None,
+    );
+    snap(
+        "refusal_forged_state",
+        r["error"]["message"].as_str().unwrap(),
+    );
+    let t = input_required(&px.call("ask2", "send", args.clone()));
+    let no_answer = json!({"name": "send", "arguments": args, "requestState": t});
+    let r = px.request("none", "tools/call", no_answer, None);
+    snap(
+        "refusal_state_without_answer",
+        r["error"]["message"].as_str().unwrap(),
+    );
     px.finish();
 }
 
