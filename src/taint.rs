@@ -118,7 +118,11 @@ pub struct SessionState {
     /// Servers proxied in this session.
     #[serde(default)]
     pub servers: BTreeSet<String>,
-    /// Set once a source's result reached the client.
+    /// Per server, how its proxy was started: the processes from the proxy's parent up to the
+    /// client (the last hop), past shells and launcher wrappers.
+    #[serde(default)]
+    pub chains: std::collections::BTreeMap<String, Vec<crate::session::Hop>>,
+    /// Set once a source's answer reached the client.
     #[serde(default)]
     pub taint: Option<TaintMark>,
     /// Approval counts.
@@ -135,6 +139,7 @@ impl SessionState {
             client: None,
             started: crate::audit::now_rfc3339(),
             servers: BTreeSet::new(),
+            chains: std::collections::BTreeMap::new(),
             taint: None,
             approvals: Approvals::default(),
         }
@@ -695,6 +700,7 @@ mod tests {
             id: "1-2".into(),
             client_pid: 1,
             client_start: 2,
+            chain: Vec::new(),
         };
         let mut store = SessionStore::open(dir.path(), &session).unwrap();
         store.update(|_| ()).unwrap();

@@ -103,6 +103,7 @@ impl TaintGate {
         let store = SessionStore::open(state_dir, session).and_then(|mut s| {
             s.update(|st| {
                 st.servers.insert(server.to_owned());
+                st.chains.insert(server.to_owned(), session.chain.clone());
                 if client.is_some() {
                     st.client = client;
                 }

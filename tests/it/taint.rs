@@ -2168,3 +2168,88 @@ fn a_refusal_mcpsum_makes_does_not_taint() {
     let st = only_session(&list_json(&w));
     assert!(st["session"]["taint"].is_null(), "{st:#}");
 }
+
+// ----- the session is the client, past shells and launcher wrappers -----
+
+/// A client that starts its servers through `sh -c` (a shell that stays, not `exec`) and through
+/// `env timeout` (env execs timeout, which stays) is still one client: the shell and timeout
+/// are per server, so taken as the client they would give each proxy its own session and the
+/// taint of one would never reach the other's sinks. `taint list` shows each proxy's chain.
+#[test]
+fn proxies_started_through_a_shell_and_through_env_timeout_share_one_session() {
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    setup(&w, "mail", Era::Legacy, &default_policy());
+    let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
+    let mut sh = Command::new("/bin/sh");
+    // A second command after it: the shell cannot `exec` mcpsum.
+    sh.args(["-c", "\"$0\" \"$@\"; exit $?", mcpsum]);
+    let mut web = Raw::start_with(&w, "web", Era::Legacy, json!({}), sh);
+    let mut timeout = Command::new("/usr/bin/env");
+    timeout.args(["/usr/bin/timeout", "120", mcpsum]);
+    let mut mail = Raw::start_with(&w, "mail", Era::Legacy, json!({}), timeout);
+    let (err, _) = tool_text(&web.call("src", "read_page", json!({"url": "u"})));
+    assert!(!err);
+    // The other proxy's sink: the session is tainted, and this client cannot be asked.
+    let (err, text) = tool_text(&mail.call("s", "send", json!({"to": "x"})));
+    assert!(
+        err && text.contains("cannot show") && text.contains("`read_page`"),
+        "{text}"
+    );
+
+    let list = list_json(&w);
+    let st = only_session(&list);
+    let me = std::process::id();
+    assert_eq!(st["session"]["clientPid"], me, "{st:#}");
+    let chain = |server: &str| -> Vec<(u64, String)> {
+        st["session"]["chains"][server]
+            .as_array()
+            .unwrap_or_else(|| panic!("no chain for {server}: {st:#}"))
+            .iter()
+            .map(|h| {
+                (
+                    h["pid"].as_u64().unwrap(),
+                    h["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let web_chain = chain("web");
+    assert_eq!(web_chain.len(), 2, "{web_chain:?}");
+    assert_eq!(web_chain[0], (u64::from(web.child.id()), "dash".to_owned()));
+    assert_eq!(web_chain[1].0, u64::from(me));
+    let mail_chain = chain("mail");
+    assert_eq!(mail_chain.len(), 2, "{mail_chain:?}");
+    assert_eq!(
+        mail_chain[0],
+        (u64::from(mail.child.id()), "timeout".to_owned())
+    );
+    let text = w.run(&["taint", "list"]).code(0).stdout.clone();
+    assert!(
+        text.contains(&format!(
+            "web: {} ({me}) → dash ({}) → mcpsum",
+            web_chain[1].1,
+            web.child.id()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("→ timeout ({}) → mcpsum", mail.child.id())),
+        "{text}"
+    );
+    web.finish();
+    mail.finish();
+    // The session id is the client's, as for a proxy started directly.
+    let direct = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let (err, _) = {
+        let mut d = direct;
+        let r = tool_text(&d.call("s2", "send", json!({"to": "y"})));
+        d.finish();
+        r
+    };
+    assert!(
+        err,
+        "a proxy started directly by the same client is in the same session"
+    );
+    assert_eq!(list_json(&w)["sessions"].as_array().unwrap().len(), 1);
+}
