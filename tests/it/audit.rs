@@ -1,5 +1,5 @@
 //! `mcpsum audit` (issue 8, point 5) through the real binary, on audit records the real proxy
-//! wrote: two client sessions (one through a shell, so it has its own session id), a call, a
+//! wrote: two client sessions (one under another client process, so it has its own session id), a call, a
 //! refusal, a taint, an approval refused for want of a prompt, mid-session drift and its
 //! quarantine, starts and exits. Egress records need network namespaces (see `egress.rs`); here
 //! they are made by the egress crate's own record type, so their shape is the real one.
@@ -23,8 +23,9 @@ struct Client {
 }
 
 impl Client {
-    /// `mcpsum proxy --name NAME`; with `own_session` it runs under `sh`, whose pid makes a
-    /// session of its own (a session is the proxy's parent process).
+    /// `mcpsum proxy --name NAME`; with `own_session` it runs under a Python process that
+    /// stays its parent: another client, so a session of its own (a shell would not be: the
+    /// session is the client past shells and launchers).
     fn start(w: &World, name: &str, own_session: bool) -> Self {
         let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
         let lockfile = w.lockfile();
@@ -36,9 +37,13 @@ impl Client {
             name,
         ];
         let mut c = if own_session {
-            let mut c = Command::new("/bin/sh");
-            // Not `exec`: the shell must stay the proxy's parent.
-            c.args(["-c", "\"$0\" \"$@\"; exit $?", mcpsum]).args(args);
+            let mut c = Command::new("/usr/bin/python3");
+            c.args([
+                "-c",
+                "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+                mcpsum,
+            ])
+            .args(args);
             c
         } else {
             let mut c = Command::new(mcpsum);
@@ -233,7 +238,10 @@ fn logged() -> Logged {
             .to_owned()
     };
     let (session_a, session_b) = (session_of("notes"), session_of("other"));
-    assert_ne!(session_a, session_b, "the shell makes a session of its own");
+    assert_ne!(
+        session_a, session_b,
+        "the other client makes a session of its own"
+    );
     let logged = Logged {
         w,
         session_a,
