@@ -789,3 +789,84 @@ fn a_state_directory_others_can_change_is_refused() {
     std::fs::remove_file(state.join("audit.jsonl")).unwrap();
     proxy().code(0);
 }
+
+/// Names a client or server makes up can be as long as a message may be; a record keeps a
+/// prefix of each and the digest of the whole, so four calls naming a 4 MiB tool (and a read of
+/// a 4 MiB URI, a 4 MiB prompt) add a few KiB to the log, not 4 MiB a record. `audit` still
+/// shows and filters those records.
+#[test]
+fn records_of_huge_names_are_capped_and_still_shown_and_filtered() {
+    use sha2::Digest;
+    let w = World::new();
+    let s = w.scenario("big", &json!({"tools": [tool("echo")]}));
+    w.lock_fake("big", &s, &[]).code(0);
+    let mut c = Client::start(&w, "big", false);
+    let log = w.path().join("state/audit.jsonl");
+    let before = std::fs::metadata(&log).unwrap().len();
+    let huge = format!("huge-{}", "x".repeat(4 << 20));
+    for id in 1..=4 {
+        assert!(c.call(id, &huge).get("error").is_some());
+    }
+    let r = c.request(
+        5,
+        "resources/read",
+        json!({"uri": format!("notes://{huge}")}),
+    );
+    assert!(r.get("error").is_some(), "{r}");
+    let r = c.request(6, "prompts/get", json!({"name": huge}));
+    assert!(r.get("error").is_some(), "{r}");
+    assert!(c.call(7, "echo").get("result").is_some());
+    c.finish();
+    let grown = std::fs::metadata(&log).unwrap().len() - before;
+    assert!(grown < 16 * 1024, "the log grew by {grown} bytes");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let digest = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(huge.as_bytes()))
+    );
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let about: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["item"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("huge-xxx"))
+        })
+        .collect();
+    assert!(about.len() >= 4, "{text}");
+    for r in &about {
+        let item = r["item"].as_str().unwrap();
+        assert!(item.len() <= 256, "{item}");
+        assert!(
+            item.ends_with(&format!("… ({} bytes, {digest})", huge.len())),
+            "{item}"
+        );
+    }
+    for line in text.lines() {
+        assert!(
+            line.len() < 4096,
+            "a record of {} bytes: {}",
+            line.len(),
+            &line[..300]
+        );
+    }
+    // The table shows them, the filters find them.
+    let r = w.run(&["audit", "--server", "big"]);
+    r.code(0);
+    let rows = rows(&r);
+    assert!(
+        rows.iter().filter(|r| r[4].contains("huge-xxx")).count() >= 4,
+        "{}",
+        r.stdout
+    );
+    let r = w.run(&["audit", "--json", "--server", "big"]);
+    r.code(0);
+    assert_eq!(
+        r.stdout.lines().count(),
+        records.iter().filter(|r| r["server"] == "big").count()
+    );
+}
