@@ -16,7 +16,7 @@ use crate::support::{Run, World};
 
 // ----- a small JSON-RPC client over `mcpsum proxy` -----
 
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     rx: mpsc::Receiver<Value>,
@@ -26,7 +26,7 @@ impl Client {
     /// `mcpsum proxy --name NAME`; with `own_session` it runs under a Python process that
     /// stays its parent: another client, so a session of its own (a shell would not be: the
     /// session is the client past shells and launchers).
-    fn start(w: &World, name: &str, own_session: bool) -> Self {
+    pub(crate) fn start(w: &World, name: &str, own_session: bool) -> Self {
         let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
         let lockfile = w.lockfile();
         let args = [
@@ -93,7 +93,7 @@ impl Client {
     }
 
     #[track_caller]
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -119,7 +119,7 @@ impl Client {
 
     /// Closes stdin and waits for the proxy to exit 0.
     #[track_caller]
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         self.stdin = None;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -142,7 +142,7 @@ impl Drop for Client {
 
 // ----- the world: a log the proxy wrote -----
 
-fn tool(name: &str) -> Value {
+pub(crate) fn tool(name: &str) -> Value {
     json!({"name": name, "description": format!("{name}."), "inputSchema": {"type": "object"}})
 }
 
