@@ -1668,8 +1668,7 @@ fn arguments_too_long_to_show_whole_are_refused_without_asking() {
         assert!(!calls(&tr).iter().any(|(t, _)| t == "send"), "{era:?}");
         let last = audit(&w)
             .into_iter()
-            .filter(|r| r["event"] == "approval")
-            .last()
+            .rfind(|r| r["event"] == "approval")
             .unwrap();
         assert_eq!(last["decision"], "refused", "{last:#}");
         assert!(
