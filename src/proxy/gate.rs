@@ -539,7 +539,9 @@ impl Proxy {
         };
         let mark = TaintMark {
             server,
-            item: source,
+            // A URI is the client's: the state file and every prompt that names the source
+            // keep a prefix and the digest, as the audit log does.
+            item: crate::audit::capped(&source, crate::audit::FIELD_MAX).into_owned(),
             ts: crate::audit::now_rfc3339(),
         };
         let tainted_now = store.update(|s| {
