@@ -644,6 +644,7 @@ fn bench_taint(ctx: &Ctx) -> Table {
         id: "1-1".into(),
         client_pid: 1,
         client_start: 1,
+        chain: Vec::new(),
     };
     let mut store = mcpsum::taint::SessionStore::open(&state, &session).unwrap();
     store

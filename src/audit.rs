@@ -3,6 +3,11 @@
 //! Several proxies append at once: the file is opened with `O_APPEND` and each record is one
 //! `write` of one line, so records never interleave. Records never carry argument values or
 //! environment values; a digest of the arguments is enough to correlate.
+//!
+//! Every string a record carries may come from a client or a server (a tool name, a URI, a host,
+//! a reason that quotes them), so every record passes [`cap`] on its way to the file: a string
+//! longer than [`FIELD_MAX`] bytes keeps a prefix and the SHA-256 digest of the whole. A client
+//! that names a 4 MiB tool costs the log a few hundred bytes, not 4 MiB per record.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +20,91 @@ use crate::error::{Error, Result};
 
 /// The audit log's file name in the state directory.
 pub const AUDIT_FILE: &str = "audit.jsonl";
+
+/// The most bytes of a string a record keeps (a longer one keeps a prefix of at most this and
+/// the digest of the whole).
+pub const FIELD_MAX: usize = 256;
+/// The same for a `reason`: mcpsum's own explanation, which may quote names and run longer.
+pub const REASON_MAX: usize = 1024;
+/// The most elements of an array a record keeps.
+pub const ARRAY_MAX: usize = 64;
+
+/// `text` as a record keeps it: whole when it is at most `max` bytes, else its first bytes (cut
+/// on a char boundary) and `… (N bytes, sha256:HEX)`, `max` bytes in all, so two long values
+/// can still be told apart and matched with the value they came from.
+pub fn capped(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let digest = crate::lockfile::Sha256Digest::of_bytes(text.as_bytes());
+    let tail = format!("… ({} bytes, {digest})", text.len());
+    // The whole fits in `max`, so a capped record is within its limits (capping is idempotent).
+    let mut cut = max.saturating_sub(tail.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}{tail}", &text[..cut]))
+}
+
+/// Caps every string (at any depth) and every array of a record, in place; `key` is the
+/// member's name, for the limit of a `reason`.
+fn cap(value: &mut Value, key: Option<&str>) {
+    match value {
+        Value::String(s) => {
+            let max = if key == Some("reason") {
+                REASON_MAX
+            } else {
+                FIELD_MAX
+            };
+            if let std::borrow::Cow::Owned(c) = capped(s, max) {
+                *s = c;
+            }
+        }
+        Value::Array(items) => {
+            if items.len() > ARRAY_MAX {
+                // The last element says how many were left out: `ARRAY_MAX` in all.
+                let more = items.len() - (ARRAY_MAX - 1);
+                items.truncate(ARRAY_MAX - 1);
+                items.push(Value::String(format!("… ({more} more)")));
+            }
+            for v in items.iter_mut() {
+                cap(v, key);
+            }
+        }
+        Value::Object(map) => {
+            // Keys are mcpsum's own, but a map of names a peer sent could have long ones.
+            if map.keys().any(|k| k.len() > FIELD_MAX) {
+                let old = std::mem::take(map);
+                for (k, v) in old {
+                    map.insert(capped(&k, FIELD_MAX).into_owned(), v);
+                }
+            }
+            for (k, v) in map.iter_mut() {
+                cap(v, Some(k));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether [`cap`] would change `value`.
+fn needs_cap(value: &Value, key: Option<&str>) -> bool {
+    match value {
+        Value::String(s) => {
+            s.len()
+                > if key == Some("reason") {
+                    REASON_MAX
+                } else {
+                    FIELD_MAX
+                }
+        }
+        Value::Array(items) => items.len() > ARRAY_MAX || items.iter().any(|v| needs_cap(v, key)),
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k.len() > FIELD_MAX || needs_cap(v, Some(k))),
+        _ => false,
+    }
+}
 
 /// An open audit log for one server in one client session.
 pub struct AuditLog {
@@ -56,10 +146,11 @@ impl AuditLog {
                     .cause(e)
                     .hint("the audit log must be writable before any server starts; check the state directory (`MCPSUM_STATE_DIR`)")
             })?;
+        let (session, server) = (capped(session, FIELD_MAX), capped(server, FIELD_MAX));
         let who = format!(
             ",\"session\":{},\"server\":{}",
-            Value::String(session.to_owned()),
-            Value::String(server.to_owned())
+            Value::String(session.clone().into_owned()),
+            Value::String(server.clone().into_owned())
         );
         Ok(Self {
             file: Mutex::new(Writer {
@@ -67,8 +158,8 @@ impl AuditLog {
                 line: Vec::new(),
             }),
             path,
-            session: session.to_owned(),
-            server: server.to_owned(),
+            session: session.into_owned(),
+            server: server.into_owned(),
             who,
         })
     }
@@ -90,14 +181,26 @@ impl AuditLog {
                 obj.entry(k).or_insert(v);
             }
         }
-        self.append_raw(&Value::Object(obj))
+        let mut record = Value::Object(obj);
+        cap(&mut record, None);
+        self.append_with(|line| {
+            let _ = serde_json::to_writer(&mut *line, &record);
+        })
     }
 
     /// Appends a record that already carries its own `ts`, `session`, `server` and `event`
-    /// (the egress proxy's).
+    /// (the egress proxy's). Every record goes through here or [`AuditLog::note_call`], which
+    /// cap what they write.
     pub fn append_raw(&self, record: &Value) -> std::io::Result<()> {
+        let record = if needs_cap(record, None) {
+            let mut r = record.clone();
+            cap(&mut r, None);
+            std::borrow::Cow::Owned(r)
+        } else {
+            std::borrow::Cow::Borrowed(record)
+        };
         self.append_with(|line| {
-            let _ = serde_json::to_writer(&mut *line, record);
+            let _ = serde_json::to_writer(&mut *line, &*record);
         })
     }
 
@@ -129,9 +232,9 @@ impl AuditLog {
             line.extend_from_slice(b"\"");
             line.extend_from_slice(self.who.as_bytes());
             line.extend_from_slice(b",\"event\":\"call\",\"method\":");
-            let _ = serde_json::to_writer(&mut *line, method);
+            let _ = serde_json::to_writer(&mut *line, &capped(method, FIELD_MAX));
             line.extend_from_slice(b",\"item\":");
-            let _ = serde_json::to_writer(&mut *line, item);
+            let _ = serde_json::to_writer(&mut *line, &capped(item, FIELD_MAX));
             let _ = write!(
                 line,
                 ",\"decision\":\"allow\",\"ok\":{ok},\"duration_ms\":{},\"bytes\":{bytes}}}",
@@ -163,6 +266,38 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn long_strings_keep_a_prefix_cut_on_a_char_boundary_and_the_digest() {
+        assert_eq!(capped("short", 8), "short");
+        // The tail `… (1257 bytes, sha256:<64 hex>)` takes 88 bytes, leaving 168 for the prefix;
+        // `é` is two bytes at 167..169, so the cut falls before it.
+        let long = format!("{}é{}", "a".repeat(167), "b".repeat(1088));
+        let c = capped(&long, FIELD_MAX);
+        assert!(c.len() <= FIELD_MAX, "{}", c.len());
+        assert!(
+            c.starts_with(&format!("{}… (1257 bytes, sha256:", "a".repeat(167))),
+            "{c}"
+        );
+        assert!(c.ends_with(&format!(
+            "{})",
+            crate::lockfile::Sha256Digest::of_bytes(long.as_bytes())
+        )));
+        let mut v = json!({"item": long, "reason": "r".repeat(2000), "nested": {"x": ["y".repeat(300)]},
+                           "list": (0..100).collect::<Vec<_>>()});
+        assert!(needs_cap(&v, None));
+        cap(&mut v, None);
+        assert!(!needs_cap(&v, None), "{v}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with(&"r".repeat(REASON_MAX - 100))
+        );
+        assert_eq!(v["list"].as_array().unwrap().len(), ARRAY_MAX);
+        assert_eq!(v["list"][ARRAY_MAX - 1], "… (37 more)");
+        assert!(v["nested"]["x"][0].as_str().unwrap().len() < 400);
+    }
+
     /// The proxy's fast path writes call records by hand; they must be the records `note` writes.
     #[test]
     fn a_call_record_written_by_hand_equals_the_general_one() {
@@ -180,11 +315,21 @@ mod tests {
             json!({"method": "tools/call", "item": "get\u{1b}time", "decision": "allow",
                    "ok": true, "duration_ms": 12, "bytes": 5}),
         );
+        // Both cap a long item the same way.
+        let long = "n".repeat(5000);
+        log.note_call("tools/call", &long, true, Duration::from_millis(12), 5);
+        log.note(
+            "call",
+            json!({"method": "tools/call", "item": long, "decision": "allow",
+                   "ok": true, "duration_ms": 12, "bytes": 5}),
+        );
         let text = std::fs::read_to_string(dir.path().join(AUDIT_FILE)).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[2].len() < 512, "{}", lines[2]);
         let without_ts = |line: &str| line[line.find("\",\"session\"").unwrap()..].to_owned();
         assert_eq!(without_ts(lines[0]), without_ts(lines[1]));
+        assert_eq!(without_ts(lines[2]), without_ts(lines[3]));
         assert!(lines[0].starts_with("{\"ts\":\""), "{}", lines[0]);
     }
 }

@@ -173,7 +173,8 @@ pub struct SuggestArgs {
 /// `mcpsum taint ...`.
 #[derive(Debug, Subcommand)]
 pub enum TaintCommand {
-    /// Show each client session: client, servers, taint and approvals.
+    /// Show each client session: client, servers, how each proxy reached the client, taint and
+    /// approvals.
     #[command(after_help = "Examples:\n  mcpsum taint list\n  mcpsum taint list --json")]
     List {
         /// Print one JSON document on stdout.

@@ -118,7 +118,11 @@ pub struct SessionState {
     /// Servers proxied in this session.
     #[serde(default)]
     pub servers: BTreeSet<String>,
-    /// Set once a source's result reached the client.
+    /// Per server, how its proxy was started: the processes from the proxy's parent up to the
+    /// client (the last hop), past shells and launcher wrappers.
+    #[serde(default)]
+    pub chains: std::collections::BTreeMap<String, Vec<crate::session::Hop>>,
+    /// Set once a source's answer reached the client.
     #[serde(default)]
     pub taint: Option<TaintMark>,
     /// Approval counts.
@@ -135,6 +139,7 @@ impl SessionState {
             client: None,
             started: crate::audit::now_rfc3339(),
             servers: BTreeSet::new(),
+            chains: std::collections::BTreeMap::new(),
             taint: None,
             approvals: Approvals::default(),
         }
@@ -525,24 +530,83 @@ fn unreachable_key() -> HmacSha256 {
     panic!("HMAC rejected a 32-byte key")
 }
 
-/// The text of the approval prompt: server, tool, arguments (pretty, truncated), and the source
-/// that tainted the session.
+/// The most characters the arguments of an approval prompt may take as shown (pretty JSON,
+/// escaped). Past this a person cannot be expected to read them whole, and a prompt that showed
+/// part of them could hide what the call does: mcpsum refuses the call without asking.
+pub const PROMPT_ARGUMENTS_MAX: usize = 8 * 1024;
+
+/// The text of the approval prompt: server, tool, every argument (pretty JSON, in the client's
+/// key order, with invisible and reordering characters escaped), and the source that tainted
+/// the session. `Err` (why, for the refusal) when the arguments cannot be shown whole.
 pub fn prompt_text(
     server: &str,
     tool: &str,
     arguments: Option<&Value>,
     mark: &TaintMark,
-) -> String {
-    let mut args =
+) -> Result<String, String> {
+    let pretty =
         serde_json::to_string_pretty(arguments.unwrap_or(&Value::Null)).unwrap_or_default();
-    const MAX: usize = 1200;
-    if args.chars().count() > MAX {
-        args = args.chars().take(MAX).collect::<String>() + "\n… (truncated)";
+    let args = shown_json(&pretty);
+    let n = args.chars().count();
+    if n > PROMPT_ARGUMENTS_MAX {
+        return Err(format!(
+            "its arguments take {n} characters as shown, more than the {PROMPT_ARGUMENTS_MAX} an approval prompt shows whole, and a prompt that showed only part of them could hide what the call does"
+        ));
     }
-    format!(
-        "mcpsum: server `{server}` wants to run `{tool}` with these arguments:\n{args}\n\nThis session read untrusted content earlier: `{}` on server `{}` at {}. That content may be trying to steer this call. Allow it?",
-        mark.item, mark.server, mark.ts
-    )
+    Ok(format!(
+        "mcpsum: server `{}` wants to run `{}` with these arguments (all of them):\n{args}\n\nThis session read untrusted content earlier: `{}` on server `{}` at {}. That content may be trying to steer this call. Allow it?",
+        shown_name(server),
+        shown_name(tool),
+        shown_name(&mark.item),
+        shown_name(&mark.server),
+        shown_name(&mark.ts),
+    ))
+}
+
+/// Whether a person could not see `c`, or it would change how the text around it reads: C0 and
+/// C1 controls, DEL, bidirectional marks, embeddings, overrides and isolates, zero-width and
+/// other invisible format characters, fillers, variation selectors and tag characters.
+pub fn is_hidden_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}'
+            | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
+}
+
+/// Pretty JSON as the prompt shows it: each hidden character inside a string becomes its JSON
+/// `\uXXXX` escape (so the text is still the same JSON); the layout's newlines stay.
+fn shown_json(pretty: &str) -> String {
+    let mut out = String::with_capacity(pretty.len());
+    for c in pretty.chars() {
+        if c != '\n' && is_hidden_char(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A name as the prompt shows it, on one line: hidden characters (newlines too) as `\u{..}`,
+/// and a backslash doubled, so an escape cannot be faked.
+fn shown_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if is_hidden_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The elicitation schema of the approval prompt.
@@ -636,6 +700,7 @@ mod tests {
             id: "1-2".into(),
             client_pid: 1,
             client_start: 2,
+            chain: Vec::new(),
         };
         let mut store = SessionStore::open(dir.path(), &session).unwrap();
         store.update(|_| ()).unwrap();

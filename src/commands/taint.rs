@@ -69,6 +69,19 @@ pub fn list(json_out: bool) -> Result<Exit> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+        for (server, chain) in &s.chains {
+            // Client first, down to the proxy.
+            let hops: Vec<String> = chain
+                .iter()
+                .rev()
+                .map(|h| format!("{} ({})", sanitize_line(&h.name), h.pid))
+                .collect();
+            out.push_str(&format!(
+                "  via        {}: {} → mcpsum\n",
+                sanitize_line(server),
+                hops.join(" → ")
+            ));
+        }
         match &s.taint {
             Some(m) => out.push_str(&format!(
                 "  taint      {} by `{}` on server `{}` at {}\n",

@@ -282,18 +282,6 @@ impl Proxy {
                     }
                     s.text(b"}");
                 }
-                // A source's result reaches the client: the session is tainted first.
-                if let Err(why) = self.after_result(&method, &item) {
-                    let mut e = Splice::with_capacity(why.len() + 96);
-                    e.with(|b| {
-                        let answer = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": codes::INTERNAL, "message": why}});
-                        let _ = serde_json::to_writer(&mut *b, &answer);
-                    });
-                    e.text(b"\n");
-                    self.audit
-                        .note_call(&method, &item, false, started.elapsed(), e.len());
-                    return Some(e);
-                }
                 true
             }
             (None, Some(e)) => {
@@ -303,6 +291,19 @@ impl Proxy {
             }
             (None, None) => return None,
         };
+        // A source's answer reaches the client, result or error (clients show an error's text
+        // to the model as the tool's output): the session is tainted first.
+        if let Err(why) = self.after_result(&method, &item) {
+            let mut e = Splice::with_capacity(why.len() + 96);
+            e.with(|b| {
+                let answer = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": codes::INTERNAL, "message": why}});
+                let _ = serde_json::to_writer(&mut *b, &answer);
+            });
+            e.text(b"\n");
+            self.audit
+                .note_call(&method, &item, false, started.elapsed(), e.len());
+            return Some(e);
+        }
         s.text(b"}\n");
         self.audit
             .note_call(&method, &item, ok, started.elapsed(), s.len());

@@ -103,6 +103,7 @@ impl TaintGate {
         let store = SessionStore::open(state_dir, session).and_then(|mut s| {
             s.update(|st| {
                 st.servers.insert(server.to_owned());
+                st.chains.insert(server.to_owned(), session.chain.clone());
                 if client.is_some() {
                     st.client = client;
                 }
@@ -209,12 +210,22 @@ impl Proxy {
         let Some(mark) = mark else {
             return Gate::Forward(params);
         };
-        let message = taint::prompt_text(
+        let message = match taint::prompt_text(
             &self.name,
             item,
             params.as_ref().and_then(|p| p.get("arguments")),
             &mark,
-        );
+        ) {
+            Ok(m) => m,
+            Err(why) => {
+                // A prompt that showed part of the arguments could hide what the call does.
+                self.count(|a| a.refused += 1);
+                self.audit_approval(method, item, "refused", &why, &mark);
+                let msg = unshowable_text(&self.name, item, &why);
+                self.refuse_sink(id, method, item, &msg, modern).await;
+                return Gate::Handled;
+            }
+        };
         let args = taint::arguments_digest(params.as_ref().and_then(|p| p.get("arguments")));
         if modern {
             return self
@@ -344,19 +355,10 @@ impl Proxy {
                 return Gate::Forward(Some(strip_approval(p)));
             }
             self.count(|a| a.declined += 1);
-            let action = match answer.get("action").and_then(Value::as_str) {
-                // "accept" without `approve: true` is a no.
-                Some("accept") | None => "decline",
-                Some(other) => other,
-            };
-            self.audit_approval(
-                method,
-                item,
-                action,
-                "the person did not allow the call",
-                mark,
-            );
-            self.refuse_sink(id, method, item, &format!("the person did not allow `{item}` on server `{}` ({action}); the call was not made", self.name), true).await;
+            let action = answer_action(Some(answer));
+            let (reason, msg) = not_allowed_text(&self.name, item, &action);
+            self.audit_approval(method, item, &action, reason, mark);
+            self.refuse_sink(id, method, item, &msg, true).await;
             return Gate::Handled;
         }
         let caps = p.get("_meta").and_then(|m| m.get(META_CAPABILITIES));
@@ -438,27 +440,13 @@ impl Proxy {
             )
             .await;
         } else {
-            let action = match obj
-                .get("result")
-                .map(|r| r.get("action").and_then(Value::as_str))
-            {
-                // "accept" without `approve: true` is a no.
-                Some(Some("accept") | None) => "decline".to_owned(),
-                Some(Some(other)) => other.to_owned(),
+            let action = match obj.get("result") {
+                Some(r) => answer_action(Some(r)),
                 None => "error".to_owned(),
             };
             self.count(|a| a.declined += 1);
-            self.audit_approval(
-                &held.method,
-                &held.item,
-                &action,
-                "the person did not allow the call",
-                &mark,
-            );
-            let msg = format!(
-                "the person did not allow `{}` on server `{}` ({action}); the call was not made",
-                held.item, self.name
-            );
+            let (reason, msg) = not_allowed_text(&self.name, &held.item, &action);
+            self.audit_approval(&held.method, &held.item, &action, reason, &mark);
             self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)
                 .await;
         }
@@ -527,8 +515,10 @@ impl Proxy {
         true
     }
 
-    /// A result of `method` on `item` is about to reach the client: a source's result taints
-    /// the session first, `isError` or not (its text reaches the model all the same). `Err`
+    /// An answer of the server to `method` on `item` is about to reach the client: a source's
+    /// answer taints the session first, whatever it is (a result, `isError` or not, a JSON-RPC
+    /// error, an input round's questions), since its text reaches the model all the same. Only
+    /// answers mcpsum makes itself (refusals, time-outs) do not come here. `Err`
     /// (what to answer instead) when the taint cannot be recorded in the session's state: the
     /// result is then withheld, since the session's other proxies would not know to ask before
     /// their sinks (fail closed).
@@ -549,7 +539,9 @@ impl Proxy {
         };
         let mark = TaintMark {
             server,
-            item: source,
+            // A URI is the client's: the state file and every prompt that names the source
+            // keep a prefix and the digest, as the audit log does.
+            item: crate::audit::capped(&source, crate::audit::FIELD_MAX).into_owned(),
             ts: crate::audit::now_rfc3339(),
         };
         let tainted_now = store.update(|s| {
@@ -562,7 +554,7 @@ impl Proxy {
         });
         match tainted_now {
             Ok(true) => {
-                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's result reached the client"}));
+                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's answer reached the client"}));
                 Ok(())
             }
             Ok(false) => Ok(()),
@@ -662,6 +654,42 @@ fn no_prompt_text(server: &str, item: &str, mark: &TaintMark) -> String {
     format!(
         "mcpsum refused `{item}` on server `{server}`: this session read untrusted content (`{}` on server `{}`), so the call needs the person's approval, and this client cannot show mcpsum's approval prompt (it declares no elicitation capability). Use a client that supports elicitation, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session).",
         mark.item, mark.server
+    )
+}
+
+/// The person's answer to a prompt that did not approve, as audited: the client's `action`
+/// (`decline`, `cancel`, or another word, shown safely), `accept-unticked` for an `accept`
+/// without `approve: true` (the box left unticked: a no, and not the same as a decline).
+fn answer_action(result: Option<&Value>) -> String {
+    match result.and_then(|r| r.get("action")).and_then(Value::as_str) {
+        Some("accept") => "accept-unticked".to_owned(),
+        Some(other) => crate::output::sanitize_line(&other.chars().take(40).collect::<String>()),
+        None => "decline".to_owned(),
+    }
+}
+
+/// The audit reason and the refusal text for a prompt the person did not approve with.
+fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, String) {
+    if action == "accept-unticked" {
+        return (
+            "the person answered accept without ticking `Allow this call`",
+            format!(
+                "the person did not allow `{item}` on server `{server}`: they answered accept to mcpsum's approval prompt without ticking `Allow this call`, which mcpsum takes as a no; the call was not made. To allow it, call it again and tick the box"
+            ),
+        );
+    }
+    (
+        "the person did not allow the call",
+        format!(
+            "the person did not allow `{item}` on server `{server}` ({action}); the call was not made"
+        ),
+    )
+}
+
+/// The refusal of a sink call whose arguments an approval prompt cannot show whole.
+fn unshowable_text(server: &str, item: &str, why: &str) -> String {
+    format!(
+        "mcpsum refused `{item}` on server `{server}` without asking: this session read untrusted content, so the call needs the person's approval, but {why}. Make the call with shorter arguments, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session)."
     )
 }
 

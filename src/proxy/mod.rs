@@ -1908,8 +1908,16 @@ impl Proxy {
                             }
                         }
                     }
+                } else if let Some(error) = obj.get("error") {
+                    // A source's error is its answer too: its message and data reach the model
+                    // as the tool's output, so the session is tainted first.
+                    match self.after_result(&method, &item) {
+                        Ok(()) => out["error"] = error.clone(),
+                        Err(why) => out["error"] = json!({"code": codes::INTERNAL, "message": why}),
+                    }
+                    false
                 } else {
-                    out["error"] = obj.get("error").cloned().unwrap_or_else(|| json!({"code": codes::INTERNAL, "message": "the server answered without result or error"}));
+                    out["error"] = json!({"code": codes::INTERNAL, "message": "the server answered without result or error"});
                     false
                 };
                 let bytes = framing::encode(&out);
@@ -2376,6 +2384,14 @@ impl Proxy {
         if asks.is_empty() {
             // State only (load shedding): retry at once.
             return self.retry_round(n).await;
+        }
+        // The server's questions carry its text to the client (a sampling request goes to the
+        // model): a source's round taints the session before they are sent.
+        if let Some(r) = self.rounds.get(&n) {
+            let (method, item) = (r.method.clone(), r.item.clone());
+            if let Err(why) = self.after_result(&method, &item) {
+                return self.fail_round(n, &why).await;
+            }
         }
         for (ours, key, msg) in asks {
             self.relayed.insert(ours, Relayed::Input { round: n, key });

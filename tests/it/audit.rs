@@ -1,5 +1,5 @@
 //! `mcpsum audit` (issue 8, point 5) through the real binary, on audit records the real proxy
-//! wrote: two client sessions (one through a shell, so it has its own session id), a call, a
+//! wrote: two client sessions (one under another client process, so it has its own session id), a call, a
 //! refusal, a taint, an approval refused for want of a prompt, mid-session drift and its
 //! quarantine, starts and exits. Egress records need network namespaces (see `egress.rs`); here
 //! they are made by the egress crate's own record type, so their shape is the real one.
@@ -16,16 +16,17 @@ use crate::support::{Run, World};
 
 // ----- a small JSON-RPC client over `mcpsum proxy` -----
 
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     rx: mpsc::Receiver<Value>,
 }
 
 impl Client {
-    /// `mcpsum proxy --name NAME`; with `own_session` it runs under `sh`, whose pid makes a
-    /// session of its own (a session is the proxy's parent process).
-    fn start(w: &World, name: &str, own_session: bool) -> Self {
+    /// `mcpsum proxy --name NAME`; with `own_session` it runs under a Python process that
+    /// stays its parent: another client, so a session of its own (a shell would not be: the
+    /// session is the client past shells and launchers).
+    pub(crate) fn start(w: &World, name: &str, own_session: bool) -> Self {
         let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
         let lockfile = w.lockfile();
         let args = [
@@ -36,9 +37,13 @@ impl Client {
             name,
         ];
         let mut c = if own_session {
-            let mut c = Command::new("/bin/sh");
-            // Not `exec`: the shell must stay the proxy's parent.
-            c.args(["-c", "\"$0\" \"$@\"; exit $?", mcpsum]).args(args);
+            let mut c = Command::new("/usr/bin/python3");
+            c.args([
+                "-c",
+                "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+                mcpsum,
+            ])
+            .args(args);
             c
         } else {
             let mut c = Command::new(mcpsum);
@@ -88,7 +93,7 @@ impl Client {
     }
 
     #[track_caller]
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -114,7 +119,7 @@ impl Client {
 
     /// Closes stdin and waits for the proxy to exit 0.
     #[track_caller]
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         self.stdin = None;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -137,7 +142,7 @@ impl Drop for Client {
 
 // ----- the world: a log the proxy wrote -----
 
-fn tool(name: &str) -> Value {
+pub(crate) fn tool(name: &str) -> Value {
     json!({"name": name, "description": format!("{name}."), "inputSchema": {"type": "object"}})
 }
 
@@ -233,7 +238,10 @@ fn logged() -> Logged {
             .to_owned()
     };
     let (session_a, session_b) = (session_of("notes"), session_of("other"));
-    assert_ne!(session_a, session_b, "the shell makes a session of its own");
+    assert_ne!(
+        session_a, session_b,
+        "the other client makes a session of its own"
+    );
     let logged = Logged {
         w,
         session_a,
@@ -780,4 +788,85 @@ fn a_state_directory_others_can_change_is_refused() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
     std::fs::remove_file(state.join("audit.jsonl")).unwrap();
     proxy().code(0);
+}
+
+/// Names a client or server makes up can be as long as a message may be; a record keeps a
+/// prefix of each and the digest of the whole, so four calls naming a 4 MiB tool (and a read of
+/// a 4 MiB URI, a 4 MiB prompt) add a few KiB to the log, not 4 MiB a record. `audit` still
+/// shows and filters those records.
+#[test]
+fn records_of_huge_names_are_capped_and_still_shown_and_filtered() {
+    use sha2::Digest;
+    let w = World::new();
+    let s = w.scenario("big", &json!({"tools": [tool("echo")]}));
+    w.lock_fake("big", &s, &[]).code(0);
+    let mut c = Client::start(&w, "big", false);
+    let log = w.path().join("state/audit.jsonl");
+    let before = std::fs::metadata(&log).unwrap().len();
+    let huge = format!("huge-{}", "x".repeat(4 << 20));
+    for id in 1..=4 {
+        assert!(c.call(id, &huge).get("error").is_some());
+    }
+    let r = c.request(
+        5,
+        "resources/read",
+        json!({"uri": format!("notes://{huge}")}),
+    );
+    assert!(r.get("error").is_some(), "{r}");
+    let r = c.request(6, "prompts/get", json!({"name": huge}));
+    assert!(r.get("error").is_some(), "{r}");
+    assert!(c.call(7, "echo").get("result").is_some());
+    c.finish();
+    let grown = std::fs::metadata(&log).unwrap().len() - before;
+    assert!(grown < 16 * 1024, "the log grew by {grown} bytes");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let digest = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(huge.as_bytes()))
+    );
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let about: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["item"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("huge-xxx"))
+        })
+        .collect();
+    assert!(about.len() >= 4, "{text}");
+    for r in &about {
+        let item = r["item"].as_str().unwrap();
+        assert!(item.len() <= 256, "{item}");
+        assert!(
+            item.ends_with(&format!("… ({} bytes, {digest})", huge.len())),
+            "{item}"
+        );
+    }
+    for line in text.lines() {
+        assert!(
+            line.len() < 4096,
+            "a record of {} bytes: {}",
+            line.len(),
+            &line[..300]
+        );
+    }
+    // The table shows them, the filters find them.
+    let r = w.run(&["audit", "--server", "big"]);
+    r.code(0);
+    let rows = rows(&r);
+    assert!(
+        rows.iter().filter(|r| r[4].contains("huge-xxx")).count() >= 4,
+        "{}",
+        r.stdout
+    );
+    let r = w.run(&["audit", "--json", "--server", "big"]);
+    r.code(0);
+    assert_eq!(
+        r.stdout.lines().count(),
+        records.iter().filter(|r| r["server"] == "big").count()
+    );
 }

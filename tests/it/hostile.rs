@@ -1,5 +1,8 @@
 //! Servers that lie or misbehave: `lock` fails with exit 2, names the server, never pins a
-//! partial surface, and leaves the existing lockfile byte-identical.
+//! partial surface, and leaves the existing lockfile byte-identical. Then hostile peers of a
+//! running proxy, one class each: a source that hides injected text in an error answer, call
+//! arguments that hide a key or reorder text in the approval prompt, a client that starts its
+//! servers through shells and launchers, names that would swell the audit log.
 
 use serde_json::{Value, json};
 
@@ -407,4 +410,108 @@ fn server_text_in_errors_cannot_start_a_line() {
         r.stderr
     );
     assert_unchanged(&w, &before, "a lock that failed");
+}
+
+// ----- hostile peers of a running proxy -----
+
+/// Class: a source hides injected text in a JSON-RPC error (here to `prompts/get`, a locked
+/// prompt called without its required argument): the error reaches the model all the same, so
+/// it taints the session.
+#[test]
+fn a_source_error_to_prompts_get_taints() {
+    use crate::taint::{Era, Raw, list_json, only_session, set_policy};
+    for era in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        let s = w.scenario(
+            "web",
+            &json!({"era": if era == Era::Legacy { "legacy" } else { "modern" },
+                    "tools": [{"name": "send", "inputSchema": {"type": "object"}}],
+                    "prompts": [{"name": "ask", "arguments": [{"name": "q", "required": true}]}]}),
+        );
+        w.lock_fake("web", &s, &[]).code(0);
+        set_policy(
+            &w,
+            "web",
+            &json!({"taint": {"sources": ["prompts:*"], "sinks": ["send"]}}),
+        );
+        let mut px = Raw::start(&w, "web", era, json!({}));
+        let r = px.request("p", "prompts/get", json!({"name": "ask"}), None);
+        assert!(r.get("error").is_some(), "{era:?}: {r:#}");
+        // Refused (this client cannot show a prompt), naming the source, in either era's form.
+        let text = px.call("s", "send", json!({})).to_string();
+        assert!(
+            text.contains("cannot show") && text.contains("prompts:* ask"),
+            "{era:?}: {text}"
+        );
+        px.finish();
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["taint"]["item"], "prompts:* ask", "{st:#}");
+    }
+}
+
+/// Class: arguments built to hide from the person: a dangerous key after a long value, a key
+/// whose bidi isolates and zero-width characters make it read as another, in a 2026-07-28
+/// prompt. Every key is shown, every hidden character escaped.
+#[test]
+fn arguments_cannot_hide_from_the_approval_prompt() {
+    use crate::taint::{Era, prompt_for};
+    let args = json!({"note": "n".repeat(2_000), "t\u{2066}o\u{2069}\u{200d}": "evil@example.org"});
+    let msg = prompt_for(Era::Modern, &args);
+    assert!(
+        msg.contains(r#""t\u2066o\u2069\u200d": "evil@example.org""#),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains(['\u{2066}', '\u{2069}', '\u{200d}']),
+        "{msg:?}"
+    );
+}
+
+/// Class: a client that starts a server through nested shells (each forks, none execs) is
+/// still the client: the proxy's session is the test process's, two shells up.
+#[test]
+fn nested_shells_do_not_make_a_session_of_their_own() {
+    use crate::taint::{Era, Raw, default_policy, list_json, only_session, setup};
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        "/bin/bash -c '\"$0\" \"$@\"; exit $?' \"$0\" \"$@\"; exit $?",
+        mcpsum,
+    ]);
+    let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+    px.finish();
+    let st = only_session(&list_json(&w));
+    assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");
+    let names: Vec<&str> = st["session"]["chains"]["web"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(&names[..2], ["bash", "dash"], "{names:?}");
+}
+
+/// Class: names that would swell the audit log: a 4 MiB method no one serves, a 4 MiB tool in
+/// a call. Each record keeps a prefix and the digest.
+#[test]
+fn a_huge_method_name_does_not_swell_the_audit_log() {
+    use crate::audit::{Client, tool};
+    let w = World::new();
+    let s = w.scenario("big", &json!({"tools": [tool("echo")]}));
+    w.lock_fake("big", &s, &[]).code(0);
+    let log = w.path().join("state/audit.jsonl");
+    let mut c = Client::start(&w, "big", false);
+    let before = std::fs::metadata(&log).unwrap().len();
+    let huge = "m".repeat(4 << 20);
+    for id in 1..=3 {
+        let r = c.request(id, &huge, json!({}));
+        assert!(r.get("error").is_some(), "{r}");
+    }
+    c.finish();
+    let grown = std::fs::metadata(&log).unwrap().len() - before;
+    assert!(grown < 8 * 1024, "the log grew by {grown} bytes");
 }
