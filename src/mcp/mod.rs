@@ -42,9 +42,12 @@ pub fn client_info() -> Value {
     json!({"name": "mcpsum", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// The capability set mcpsum presents to every server (see the module docs).
+/// The capability set mcpsum presents to every server (see the module docs). `roots` declares
+/// `listChanged`: the proxy sends `notifications/roots/list_changed` to a legacy server when a
+/// client that has roots of its own connects (the server asked mcpsum before any client came),
+/// and relays the client's own.
 pub fn client_capabilities() -> Value {
-    json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}}})
+    json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {"form": {}}})
 }
 
 /// JSON-RPC error codes mcpsum uses or recognizes.

@@ -267,6 +267,12 @@ fn lock_and_verify_present_the_same_client_identity() {
     assert_eq!(inits[0], inits[1]);
     assert_eq!(inits[0]["clientInfo"]["name"], "mcpsum");
     assert!(inits[0]["capabilities"].is_object());
+    // The proxy sends `notifications/roots/list_changed` (a client with roots came after the
+    // server asked), so the capability says it may.
+    assert_eq!(
+        inits[0]["capabilities"]["roots"],
+        json!({"listChanged": true})
+    );
     let initialized = events
         .iter()
         .filter(|e| e["event"] == "recv" && e["msg"]["method"] == "notifications/initialized")
