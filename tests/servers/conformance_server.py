@@ -170,6 +170,54 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     return "Elicitation completed: " + await _elicit(ctx, "Please select options", schema)
 
 
+# ----- input-required results (2026-07-28): the questions ride the result, the answers the retry
+
+
+def _answer(ctx: Context, key: str) -> Any:
+    responses = ctx.input_responses or {}
+    return responses.get(key)
+
+
+@server.tool(description="Asks the client's user for a name in an input-required result")
+def test_input_required_result_elicitation(ctx: Context) -> types.InputRequiredResult | str:
+    answer = _answer(ctx, "user_name")
+    if answer is None:
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+        ask = types.ElicitRequest(
+            method="elicitation/create",
+            params=types.ElicitRequestFormParams(message="What is your name?", requested_schema=schema),
+        )
+        return types.InputRequiredResult(input_requests={"user_name": ask})
+    content = getattr(answer, "content", None) or {}
+    return f"Hello, {content.get('name', 'unknown')}!"
+
+
+@server.tool(description="Asks the client's LLM a question in an input-required result")
+def test_input_required_result_sampling(ctx: Context) -> types.InputRequiredResult | str:
+    answer = _answer(ctx, "capital_question")
+    if answer is None:
+        question = types.TextContent(type="text", text="What is the capital of France?")
+        ask = types.CreateMessageRequest(
+            method="sampling/createMessage",
+            params=types.CreateMessageRequestParams(
+                messages=[types.SamplingMessage(role="user", content=question)], max_tokens=100
+            ),
+        )
+        return types.InputRequiredResult(input_requests={"capital_question": ask})
+    content = getattr(answer, "content", None)
+    return f"The model said: {getattr(content, 'text', '')}"
+
+
+@server.tool(description="Asks for the client's roots in an input-required result")
+def test_input_required_result_list_roots(ctx: Context) -> types.InputRequiredResult | str:
+    answer = _answer(ctx, "client_roots")
+    if answer is None:
+        ask = types.ListRootsRequest(method="roots/list")
+        return types.InputRequiredResult(input_requests={"client_roots": ask})
+    roots = [str(r.uri) for r in getattr(answer, "roots", [])]
+    return "Client roots: " + ", ".join(roots)
+
+
 # ----- resources ----------------------------------------------------------------------------
 
 
