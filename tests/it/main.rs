@@ -12,6 +12,7 @@
 mod audit;
 mod bad_input;
 mod cishell;
+mod conformance;
 mod crash;
 #[cfg(target_os = "linux")]
 mod egress;

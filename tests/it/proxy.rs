@@ -847,6 +847,25 @@ fn ids_progress_and_cancellation_are_remapped() {
 
 // ----- 3. only locked items reach the server -----
 
+/// A resource that is not locked gets the error of a resource that does not exist (2026-07-28:
+/// -32602 with the URI asked for in `data.uri`), for clients of both eras. The official
+/// conformance suite's `sep-2164-resource-not-found` checks it (tests/it/conformance.rs).
+#[test]
+fn an_unlocked_resource_is_not_found_with_its_uri_in_the_error_data() {
+    for server in ERAS {
+        let (_w, t, mut px) = started(server, "nf", server);
+        let uri = "notes://ghost/1";
+        let r = px.request(json!(1), "resources/read", json!({"uri": uri}));
+        let e = error_of(&r);
+        assert_eq!(e["code"], -32602, "{server:?}: {r:#}");
+        assert_eq!(e["data"]["uri"], uri, "{server:?}: {r:#}");
+        assert!(
+            !received(&t).iter().any(|m| m["params"]["uri"] == uri),
+            "{server:?}: the unlocked URI reached the server"
+        );
+    }
+}
+
 #[test]
 fn only_locked_items_reach_the_server() {
     for server in ERAS {
