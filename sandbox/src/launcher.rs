@@ -17,7 +17,8 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::plan::SeccompTable;
+use crate::plan::{ReadOnlyView, SeccompTable};
+use crate::policy::Limits;
 use crate::{APPARMOR_FIX, SETUP_FAILED_EXIT};
 
 /// What the launcher applies, resolved (no `${TMP}` placeholders left).
@@ -31,6 +32,8 @@ pub(crate) struct LauncherSpec {
     pub(crate) egress: bool,
     pub(crate) landlock_abi: u32,
     pub(crate) seccomp: SeccompTable,
+    pub(crate) view: ReadOnlyView,
+    pub(crate) limits: Limits,
     pub(crate) protected: Vec<(String, PathBuf)>,
     pub(crate) env_names: Vec<String>,
     pub(crate) parent_pid: i32,
@@ -98,8 +101,13 @@ pub(crate) trait Sys {
     fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
     /// The environment `prepare` gave the launcher.
     fn environment(&mut self) -> Vec<(OsString, OsString)>;
-    /// `unshare(NEWUSER|NEWNET)`, `setgroups deny`, identity maps, `lo` up.
-    fn enter_namespaces(&mut self) -> Result<(), Fail>;
+    /// `unshare(NEWUSER|NEWNS[|NEWNET])`, `setgroups deny`, identity maps, `lo` up (`network`).
+    fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail>;
+    /// In the new mount namespace: everything read-only but the write set.
+    fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail>;
+    /// `RLIMIT_NPROC` (counted in the own user namespace, or over the user's tasks without one)
+    /// and `RLIMIT_CORE` 0.
+    fn limits(&mut self, limits: &Limits, own_userns: bool) -> Result<(), Fail>;
     /// Binds `127.0.0.1:0`, sends port + listener on `bridge`, closes both; returns the port.
     fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail>;
     /// Clears ambient, bounding (when possible), inheritable, effective, permitted.
@@ -133,15 +141,21 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     // 2. Close every inherited descriptor but stdio and the bridge.
     sys.close_fds(spec.bridge_fd)?;
 
-    // 3. Allow mode: own user + network namespace, loopback, the bridged listener.
+    // 3. Own user + mount namespace (and network namespace, loopback, the bridged listener in
+    //    allow mode), the read-only view, the limits.
     let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
+    let own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
+    if own_userns {
+        sys.enter_namespaces(spec.egress)?;
+        sys.read_only_view(spec)?;
+    }
+    sys.limits(&spec.limits, own_userns)?;
     let mut bridge_port = None;
     if spec.egress {
         let Some(bridge) = spec.bridge_fd else {
             return Err(fail("egress bridge", "no bridge descriptor", BUG));
         };
-        sys.enter_namespaces()?;
         let port = sys.bridge_listener(bridge)?;
         bridge_port = Some(port);
         // 4. The proxy variables (the rest of the environment was built by `prepare`).
@@ -225,8 +239,16 @@ impl Sys for RealSys {
         std::env::vars_os().collect()
     }
 
-    fn enter_namespaces(&mut self) -> Result<(), Fail> {
-        enter_namespaces()
+    fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
+        enter_namespaces(network)
+    }
+
+    fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail> {
+        read_only_view(spec)
+    }
+
+    fn limits(&mut self, limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+        apply_limits(limits, own_userns)
     }
 
     fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail> {
@@ -293,11 +315,15 @@ fn check_env(env: &[(OsString, OsString)], expected: &[String]) -> Result<(), Fa
     }
 }
 
-fn enter_namespaces() -> Result<(), Fail> {
+fn enter_namespaces(network: bool) -> Result<(), Fail> {
     use nix::sched::{CloneFlags, unshare};
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(|e| {
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| {
         let fix = match e {
             nix::errno::Errno::EPERM => {
                 "allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on Debian), or run outside a container whose seccomp policy forbids them; if on Ubuntu, ".to_string() + APPARMOR_FIX
@@ -322,6 +348,9 @@ fn enter_namespaces() -> Result<(), Fail> {
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    if !network {
+        return Ok(());
+    }
     crate::sys::loopback_up().map_err(|e| {
         let fix = if e.raw_os_error() == Some(libc::EPERM) {
             APPARMOR_FIX
@@ -330,6 +359,133 @@ fn enter_namespaces() -> Result<(), Fail> {
         };
         fail("network namespace", format!("bringing lo up: {e}"), fix)
     })
+}
+
+/// Design 4, launcher step 3e: in the launcher's own mount namespace, makes every mount
+/// read-only and binds the write set read-write again, so modes, owners, times and extended
+/// attributes outside it cannot change (`EROFS`), whatever the user, root included. Mounts made
+/// read-only here are not locked (the namespace's owner may undo it, but the server has no
+/// capability left and seccomp refuses the mount calls); a mount that was read-only before stays
+/// so, also inside the write set.
+fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
+    use nix::fcntl::{OFlag, open};
+    use nix::mount::{MsFlags, mount};
+    let layer = "read-only view";
+    let fix = "use a kernel >= 5.12 (mount_setattr) outside a container that forbids mounts in a user namespace";
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| fail(layer, format!("making `/` private: {e}"), fix))?;
+    // Copies of the write set, taken while it is still writable: attached again below, they
+    // keep their write access (and their own submounts) on top of the read-only tree.
+    let mut binds = Vec::new();
+    for (path, required) in &spec.write {
+        let target = match open(
+            path,
+            OFlag::O_PATH | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) if !required => continue,
+            Err(e) => {
+                return Err(fail(
+                    layer,
+                    format!("`{}`: {e}", path.display()),
+                    "create the path or remove it from the policy",
+                ));
+            }
+        };
+        recheck_write_target(target.as_fd(), path, &spec.protected)?;
+        let tree = crate::sys::clone_tree(target.as_fd()).map_err(|e| {
+            fail(
+                layer,
+                format!("copying the mount of `{}`: {e}", path.display()),
+                fix,
+            )
+        })?;
+        binds.push((path, target, tree));
+    }
+    crate::sys::set_read_only_recursive(c"/")
+        .map_err(|e| fail(layer, format!("remounting `/` read-only: {e}"), fix))?;
+    for (path, target, tree) in &binds {
+        crate::sys::attach_tree(tree.as_fd(), target.as_fd()).map_err(|e| {
+            fail(
+                layer,
+                format!("binding `{}` writable: {e}", path.display()),
+                fix,
+            )
+        })?;
+    }
+    // A working directory inside the write set still names the read-only mount below it.
+    if let Ok(cwd) = std::env::current_dir() {
+        let _ = std::env::set_current_dir(cwd);
+    }
+    Ok(())
+}
+
+/// Core dumps off; at most `limits.tasks` tasks in the server's tree. In the launcher's own user
+/// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace, and a
+/// mapped root is held to it). Without one it counts every task of the user, so the limit is
+/// what runs now plus the policy's; real root outside a user namespace is exempt from it, so
+/// the launch fails.
+fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let layer = "limits";
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)
+        .map_err(|e| fail(layer, format!("RLIMIT_CORE: {e}"), BUG))?;
+    let tasks = if own_userns {
+        limits.tasks
+    } else {
+        let uid = nix::unistd::getuid().as_raw();
+        if uid == 0 && in_initial_user_namespace() {
+            return Err(fail(
+                layer,
+                "root outside a user namespace is exempt from the task limit (RLIMIT_NPROC)",
+                "allow user namespaces (raise `user.max_user_namespaces`), or run mcpsum as an ordinary user",
+            ));
+        }
+        running_tasks(uid).saturating_add(limits.tasks)
+    };
+    let (_, hard) = getrlimit(Resource::RLIMIT_NPROC)
+        .map_err(|e| fail(layer, format!("RLIMIT_NPROC: {e}"), BUG))?;
+    let n = tasks.min(hard);
+    setrlimit(Resource::RLIMIT_NPROC, n, n)
+        .map_err(|e| fail(layer, format!("RLIMIT_NPROC {n}: {e}"), BUG))
+}
+
+/// Whether this process is in the initial user namespace (its uid map is the identity of every
+/// uid).
+fn in_initial_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
+}
+
+/// The tasks (threads) of every process whose real uid is `uid`, as `RLIMIT_NPROC` counts them.
+fn running_tasks(uid: u32) -> u64 {
+    let mut n = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if !entry.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if field("Uid:") == Some(u64::from(uid)) {
+            n = n.saturating_add(field("Threads:").unwrap_or(1));
+        }
+    }
+    n
 }
 
 /// Binds `127.0.0.1:0` inside the namespace and sends port + listener to mcpsum.
@@ -533,8 +689,18 @@ mod tests {
         fn environment(&mut self) -> Vec<(OsString, OsString)> {
             self.env.clone()
         }
-        fn enter_namespaces(&mut self) -> Result<(), Fail> {
+        fn enter_namespaces(&mut self, _network: bool) -> Result<(), Fail> {
             self.step("namespaces")
+        }
+        fn read_only_view(&mut self, _spec: &LauncherSpec) -> Result<(), Fail> {
+            self.step("view")
+        }
+        fn limits(&mut self, _limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+            self.step(if own_userns {
+                "limits"
+            } else {
+                "limits (user)"
+            })
         }
         fn bridge_listener(&mut self, _bridge: RawFd) -> Result<u16, Fail> {
             self.step("bridge").map(|()| 4242)
@@ -567,6 +733,10 @@ mod tests {
     }
 
     fn spec(egress: bool) -> LauncherSpec {
+        spec_with(egress, ReadOnlyView::MountNamespace)
+    }
+
+    fn spec_with(egress: bool, view: ReadOnlyView) -> LauncherSpec {
         let mode = if egress {
             NetworkMode::Egress {
                 allow: vec!["a:1".into()],
@@ -582,7 +752,9 @@ mod tests {
             devices: vec![],
             egress,
             landlock_abi: 7,
-            seccomp: crate::plan::seccomp_table(&mode, 7, false),
+            seccomp: crate::plan::seccomp_table(&mode, 7, &view),
+            view,
+            limits: Limits::default(),
             protected: vec![],
             env_names: vec!["TMPDIR".into()],
             parent_pid: 7,
@@ -599,23 +771,42 @@ mod tests {
         }
     }
 
+    const START: [&str; 3] = ["guard", "pdeathsig", "close_fds"];
+
+    fn calls(rest: &[&'static str]) -> Vec<&'static str> {
+        START.iter().chain(rest).copied().collect()
+    }
+
     #[test]
     fn order_without_network() {
         let mut f = fake(None);
         let end = launch(&mut f, &spec(false));
         assert_eq!(
             f.calls,
-            [
-                "guard",
-                "pdeathsig",
-                "close_fds",
+            calls(&[
+                "namespaces",
+                "view",
+                "limits",
                 "caps",
                 "landlock",
                 "seccomp",
                 "exec"
-            ]
+            ])
         );
         assert_eq!(end.cause, "TMPDIR");
+    }
+
+    #[test]
+    fn without_a_user_namespace_the_limit_counts_the_users_tasks() {
+        let mut f = fake(None);
+        launch(
+            &mut f,
+            &spec_with(false, ReadOnlyView::Seccomp("test".into())),
+        );
+        assert_eq!(
+            f.calls,
+            calls(&["limits (user)", "caps", "landlock", "seccomp", "exec"])
+        );
     }
 
     #[test]
@@ -624,17 +815,16 @@ mod tests {
         let end = launch(&mut f, &spec(true));
         assert_eq!(
             f.calls,
-            [
-                "guard",
-                "pdeathsig",
-                "close_fds",
+            calls(&[
                 "namespaces",
+                "view",
+                "limits",
                 "bridge",
                 "caps",
                 "landlock",
                 "seccomp",
                 "exec"
-            ]
+            ])
         );
         assert_eq!(
             end.cause,
@@ -644,40 +834,19 @@ mod tests {
 
     #[test]
     fn a_failing_layer_stops_everything_after_it() {
-        for (at, done) in [
-            (
-                "namespaces",
-                vec!["guard", "pdeathsig", "close_fds", "namespaces"],
-            ),
-            (
-                "landlock",
-                vec![
-                    "guard",
-                    "pdeathsig",
-                    "close_fds",
-                    "namespaces",
-                    "bridge",
-                    "caps",
-                    "landlock",
-                ],
-            ),
-            (
-                "seccomp",
-                vec![
-                    "guard",
-                    "pdeathsig",
-                    "close_fds",
-                    "namespaces",
-                    "bridge",
-                    "caps",
-                    "landlock",
-                    "seccomp",
-                ],
-            ),
-        ] {
+        let all = [
+            "namespaces",
+            "view",
+            "limits",
+            "bridge",
+            "caps",
+            "landlock",
+            "seccomp",
+        ];
+        for (n, at) in all.iter().enumerate() {
             let mut f = fake(Some(at));
             let end = launch(&mut f, &spec(true));
-            assert_eq!(f.calls, done, "{at}");
+            assert_eq!(f.calls, calls(&all[..=n]), "{at}");
             assert_eq!(end.layer, "fake");
         }
     }

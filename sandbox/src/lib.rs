@@ -83,11 +83,13 @@ mod sys;
 
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, Compensation, DEFAULT_PATH, EnvValue, FsRule, LandlockPlan,
-    LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable, SyscallRule,
-    compensations, plan, plan_for_kernel, resolve_command, seccomp_table,
+    LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, ReadOnlyView, SandboxPlan, SeccompTable,
+    SyscallRule, compensations, plan, plan_for_kernel, plan_with_view, resolve_command,
+    seccomp_table,
 };
 pub use policy::{
-    NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,
+    Limits, NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy,
+    check_tasks, validate,
 };
 
 pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};
