@@ -428,10 +428,9 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
 }
 
 /// Core dumps off; at most `limits.tasks` tasks in the server's tree. In the launcher's own user
-/// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace, and a
-/// mapped root is held to it). Without one it counts every task of the user, so the limit is
-/// what runs now plus the policy's; real root outside a user namespace is exempt from it, so
-/// the launch fails.
+/// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace).
+/// Without one it counts every task of the user, so the limit is what runs now plus the
+/// policy's. The host's uid 0 is exempt from it in every namespace (`sandbox test` says so).
 fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let layer = "limits";
@@ -440,28 +439,13 @@ fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
     let tasks = if own_userns {
         limits.tasks
     } else {
-        let uid = nix::unistd::getuid().as_raw();
-        if uid == 0 && in_initial_user_namespace() {
-            return Err(fail(
-                layer,
-                "root outside a user namespace is exempt from the task limit (RLIMIT_NPROC)",
-                "allow user namespaces (raise `user.max_user_namespaces`), or run mcpsum as an ordinary user",
-            ));
-        }
-        running_tasks(uid).saturating_add(limits.tasks)
+        running_tasks(nix::unistd::getuid().as_raw()).saturating_add(limits.tasks)
     };
     let (_, hard) = getrlimit(Resource::RLIMIT_NPROC)
         .map_err(|e| fail(layer, format!("RLIMIT_NPROC: {e}"), BUG))?;
     let n = tasks.min(hard);
     setrlimit(Resource::RLIMIT_NPROC, n, n)
         .map_err(|e| fail(layer, format!("RLIMIT_NPROC {n}: {e}"), BUG))
-}
-
-/// Whether this process is in the initial user namespace (its uid map is the identity of every
-/// uid).
-fn in_initial_user_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map")
-        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
 }
 
 /// The tasks (threads) of every process whose real uid is `uid`, as `RLIMIT_NPROC` counts them.

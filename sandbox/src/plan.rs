@@ -313,6 +313,24 @@ fn userns_unavailable() -> Option<String> {
     None
 }
 
+/// Whether this process's real uid is the host's uid 0 (its uid maps to 0 one level up, which is
+/// the host in every setup mcpsum supports): the kernel never holds that user to `RLIMIT_NPROC`,
+/// in any user namespace, so the task limit does not bind a root server.
+#[cfg(target_os = "linux")]
+pub(crate) fn task_limit_exempt() -> bool {
+    let uid = u64::from(nix::unistd::getuid().as_raw());
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+        map.lines().any(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            matches!(f.as_slice(), [inner, outer, n]
+                if (*inner..inner.saturating_add(*n)).contains(&uid) && outer + (uid - inner) == 0)
+        })
+    })
+}
+
 /// Builds the plan for a kernel with Landlock ABI `abi` (0 = none) where user namespaces can be
 /// made. Pure apart from resolving the command: the unit-tested core of [`plan`].
 pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, SandboxError> {

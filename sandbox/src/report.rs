@@ -610,6 +610,9 @@ fn limit_checks(c: &mut Vec<(String, ProbeOp, Expect)>, plan: &SandboxPlan) {
         "task limit (RLIMIT_NPROC)".into(),
         ProbeOp::Limit("tasks".into()),
         match plan.view {
+            _ if crate::plan::task_limit_exempt() => {
+                Expect::Any("not enforced: the kernel exempts uid 0 from RLIMIT_NPROC".into())
+            }
             ReadOnlyView::MountNamespace => Expect::Value(tasks.min(hard).to_string()),
             ReadOnlyView::Seccomp(_) => Expect::Any(format!("the user's running tasks + {tasks}")),
         },
@@ -669,6 +672,10 @@ fn layer_rows(plan: &SandboxPlan) -> Vec<LayerRow> {
     rows.push(LayerRow {
         layer: "limits".into(),
         status: match plan.view {
+            _ if crate::plan::task_limit_exempt() => format!(
+                "missing: root (uid 0) is exempt from RLIMIT_NPROC, the limit of {} tasks does not bind; core dumps off",
+                plan.limits.tasks
+            ),
             ReadOnlyView::MountNamespace => format!(
                 "at most {} tasks in the server's tree, core dumps off",
                 plan.limits.tasks
