@@ -527,7 +527,15 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
         let w = Sbx::new(uid);
         std::fs::create_dir(w.p("allowed")).unwrap();
         std::fs::write(w.p("allowed/hello.txt"), "hello inside").unwrap();
+        // Overwriting a file, the server replaces it by a rename and restores its mode with
+        // `chmod`: that must work in the write set, for root too.
+        std::fs::write(w.p("allowed/run.sh"), "#!/bin/sh\n").unwrap();
         w.chown();
+        std::fs::set_permissions(
+            w.p("allowed/run.sh"),
+            std::fs::Permissions::from_mode(0o750),
+        )
+        .unwrap();
         if uid != 0 && !nobody_can_run(&["/usr/bin/test", "-r", &index.display().to_string()]) {
             eprintln!("skipping uid {uid}: it cannot read `{}`", index.display());
             continue;
@@ -560,6 +568,8 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
                  "arguments": {"path": w.s("outside/pwned.txt"), "content": "x"}},
                 {"op": "call", "name": "write_file",
                  "arguments": {"path": w.s("allowed/new.txt"), "content": "written"}},
+                {"op": "call", "name": "write_file",
+                 "arguments": {"path": w.s("allowed/run.sh"), "content": "#!/bin/sh\ntrue\n"}},
             ]),
         );
         let steps = &r["steps"];
@@ -595,6 +605,13 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
             "written",
             "uid {uid}: {}",
             steps[5]
+        );
+        let run = std::fs::metadata(w.p("allowed/run.sh")).unwrap();
+        assert_eq!(
+            (run.len(), run.permissions().mode() & 0o7777),
+            (15, 0o750),
+            "uid {uid}: the rewritten file lost its mode (chmod refused?): {}",
+            steps[6]
         );
     }
 }
