@@ -1001,7 +1001,7 @@ fn lock_verify_and_proxy_run_the_server_sandboxed() {
         let list = s.request("tools/list", json!({}));
         assert_eq!(
             list["result"]["tools"].as_array().map(Vec::len),
-            Some(4),
+            Some(6),
             "{list}"
         );
         drop(s);
