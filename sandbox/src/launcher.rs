@@ -86,7 +86,7 @@ fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
     };
     let spec: LauncherSpec = serde_json::from_slice(spec.as_bytes())
         .map_err(|e| fail("launcher", format!("bad spec: {e}"), BUG))?;
-    Err(launch(&mut RealSys, &spec))
+    Err(launch(&mut RealSys::default(), &spec))
 }
 
 /// The kernel operations of the launcher, in a trait so a recording fake can check their order
@@ -101,7 +101,10 @@ pub(crate) trait Sys {
     fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
     /// The environment `prepare` gave the launcher.
     fn environment(&mut self) -> Vec<(OsString, OsString)>;
-    /// `unshare(NEWUSER|NEWNS[|NEWNET])`, `setgroups deny`, identity maps, `lo` up (`network`).
+    /// `unshare(NEWUSER|NEWNS[|NEWNET])`; on failure nothing changed (the caller may
+    /// compensate).
+    fn unshare(&mut self, network: bool) -> Result<(), nix::errno::Errno>;
+    /// `setgroups deny`, identity maps, `lo` up (`network`).
     fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail>;
     /// In the new mount namespace: everything read-only but the write set.
     fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail>;
@@ -118,6 +121,8 @@ pub(crate) trait Sys {
     fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail>;
     /// `execve`; returns only on failure.
     fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail;
+    /// One line on stderr (the server's log) naming a compensation decided at launch.
+    fn note(&mut self, line: &str);
 }
 
 /// Applies every layer in the order of design 4 and execs. Returns only the failure.
@@ -145,10 +150,25 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     //    allow mode), the read-only view, the limits.
     let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
-    let own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
+    let mut seccomp = spec.seccomp.clone();
+    let mut own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
     if own_userns {
-        sys.enter_namespaces(spec.egress)?;
-        sys.read_only_view(spec)?;
+        match sys.unshare(spec.egress) {
+            Ok(()) => {
+                sys.enter_namespaces(spec.egress)?;
+                sys.read_only_view(spec)?;
+            }
+            // `network.allow: []` needs no namespace: where the kernel refuses one that the
+            // plan expected (a container's seccomp profile), the named compensation stands in.
+            Err(e) if !spec.egress => {
+                crate::plan::compensate_metadata(&mut seccomp);
+                own_userns = false;
+                sys.note(&format!(
+                    "mcpsum sandbox: no user namespace (unshare: {e}): seccomp refuses every mode, owner, time and xattr change, also in the write set; the task limit counts the user's tasks"
+                ));
+            }
+            Err(e) => return Err(unshare_failure(e)),
+        }
     }
     sys.limits(&spec.limits, own_userns)?;
     let mut bridge_port = None;
@@ -194,7 +214,7 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
             c(&kv, "environment")
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let compiled = crate::seccomp::compile(&spec.seccomp)
+    let compiled = crate::seccomp::compile(&seccomp)
         .map_err(|e| fail("seccomp", e, "this architecture is not supported"))?;
 
     // 5. Capabilities, 6. Landlock, 7. seccomp (last: nothing of the set-up is filtered).
@@ -206,7 +226,11 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
 }
 
 /// The real kernel.
-struct RealSys;
+#[derive(Default)]
+struct RealSys {
+    /// The effective uid and gid from before `unshare` (unmapped afterwards, until mapped).
+    ids: Option<(u32, u32)>,
+}
 
 impl Sys for RealSys {
     fn guard(&mut self, parent: i32) -> Result<i32, Fail> {
@@ -239,8 +263,24 @@ impl Sys for RealSys {
         std::env::vars_os().collect()
     }
 
+    fn unshare(&mut self, network: bool) -> Result<(), nix::errno::Errno> {
+        use nix::sched::{CloneFlags, unshare};
+        let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+        if network {
+            flags |= CloneFlags::CLONE_NEWNET;
+        }
+        self.ids = Some((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ));
+        unshare(flags)
+    }
+
     fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
-        enter_namespaces(network)
+        let Some((uid, gid)) = self.ids else {
+            return Err(fail("user namespace", "mapped before unshare", BUG));
+        };
+        enter_namespaces(uid, gid, network)
     }
 
     fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail> {
@@ -271,6 +311,10 @@ impl Sys for RealSys {
                 "use a kernel with CONFIG_SECCOMP_FILTER, outside a container that forbids it",
             )
         })
+    }
+
+    fn note(&mut self, line: &str) {
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
     }
 
     fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail {
@@ -315,26 +359,23 @@ fn check_env(env: &[(OsString, OsString)], expected: &[String]) -> Result<(), Fa
     }
 }
 
-fn enter_namespaces(network: bool) -> Result<(), Fail> {
-    use nix::sched::{CloneFlags, unshare};
-    let uid = nix::unistd::geteuid().as_raw();
-    let gid = nix::unistd::getegid().as_raw();
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
-    if network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).map_err(|e| {
-        let fix = match e {
-            nix::errno::Errno::EPERM => {
-                "allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on Debian), or run outside a container whose seccomp policy forbids them; if on Ubuntu, ".to_string() + APPARMOR_FIX
-            }
-            nix::errno::Errno::ENOSPC | nix::errno::Errno::EUSERS => {
-                "raise `user.max_user_namespaces` (it is 0 or exhausted)".into()
-            }
-            _ => "use a kernel with user and network namespaces".into(),
-        };
-        fail("user namespace", format!("unshare: {e}"), fix)
-    })?;
+/// The one line for a user namespace the kernel refused.
+fn unshare_failure(e: nix::errno::Errno) -> Fail {
+    let fix = match e {
+        nix::errno::Errno::EPERM => {
+            "allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on Debian), or run outside a container whose seccomp policy forbids them; if on Ubuntu, ".to_string() + APPARMOR_FIX
+        }
+        nix::errno::Errno::ENOSPC | nix::errno::Errno::EUSERS => {
+            "raise `user.max_user_namespaces` (it is 0 or exhausted)".into()
+        }
+        _ => "use a kernel with user and network namespaces".into(),
+    };
+    fail("user namespace", format!("unshare: {e}"), fix)
+}
+
+/// After `unshare`: `setgroups deny`, identity maps of `uid` and `gid` (the ids from before),
+/// and (`network`) `lo` up.
+fn enter_namespaces(uid: u32, gid: u32, network: bool) -> Result<(), Fail> {
     let write = |file: &str, data: String| {
         std::fs::write(file, data).map_err(|e| {
             let fix = if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -673,8 +714,18 @@ mod tests {
         fn environment(&mut self) -> Vec<(OsString, OsString)> {
             self.env.clone()
         }
+        fn unshare(&mut self, _network: bool) -> Result<(), nix::errno::Errno> {
+            self.calls.push("unshare");
+            match self.fail_at {
+                Some("unshare") => Err(nix::errno::Errno::EPERM),
+                _ => Ok(()),
+            }
+        }
         fn enter_namespaces(&mut self, _network: bool) -> Result<(), Fail> {
             self.step("namespaces")
+        }
+        fn note(&mut self, _line: &str) {
+            self.calls.push("note");
         }
         fn read_only_view(&mut self, _spec: &LauncherSpec) -> Result<(), Fail> {
             self.step("view")
@@ -768,6 +819,7 @@ mod tests {
         assert_eq!(
             f.calls,
             calls(&[
+                "unshare",
                 "namespaces",
                 "view",
                 "limits",
@@ -800,6 +852,7 @@ mod tests {
         assert_eq!(
             f.calls,
             calls(&[
+                "unshare",
                 "namespaces",
                 "view",
                 "limits",
@@ -819,6 +872,7 @@ mod tests {
     #[test]
     fn a_failing_layer_stops_everything_after_it() {
         let all = [
+            "unshare",
             "namespaces",
             "view",
             "limits",
@@ -831,8 +885,32 @@ mod tests {
             let mut f = fake(Some(at));
             let end = launch(&mut f, &spec(true));
             assert_eq!(f.calls, calls(&all[..=n]), "{at}");
-            assert_eq!(end.layer, "fake");
+            // With hosts listed a refused user namespace is a failure, never compensated.
+            let layer = if *at == "unshare" {
+                "user namespace"
+            } else {
+                "fake"
+            };
+            assert_eq!(end.layer, layer);
         }
+    }
+
+    #[test]
+    fn a_refused_user_namespace_is_compensated_without_network() {
+        let mut f = fake(Some("unshare"));
+        launch(&mut f, &spec(false));
+        assert_eq!(
+            f.calls,
+            calls(&[
+                "unshare",
+                "note",
+                "limits (user)",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ])
+        );
     }
 
     #[test]

@@ -857,17 +857,12 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32, view: &ReadOnlyView) -> Se
     // server's own files need none of these, and a root server could plant a setuid binary.
     // Other modes are kept unchanged outside the write set by the read-only view (EROFS), or,
     // without it, by the compensation below, which refuses every change.
-    let compensated = matches!(view, ReadOnlyView::Seccomp(_));
     for (name, mode_arg) in [
         ("chmod", 1),
         ("fchmod", 1),
         ("fchmodat", 2),
         ("fchmodat2", 2),
     ] {
-        if compensated {
-            eperm.push(rule(name));
-            continue;
-        }
         eperm.push(SyscallRule {
             syscall: name.into(),
             any_of: [S_ISUID, S_ISGID, S_IWOTH]
@@ -918,18 +913,34 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32, view: &ReadOnlyView) -> Se
     if abi < 3 {
         eperm.push(rule("truncate"));
     }
-    if compensated {
-        // Times: Landlock does not govern them and no argument tells a path in the write set
-        // from one outside. (Owners and xattrs are refused above in every mode.)
-        for name in ["utimensat", "utime", "utimes", "futimesat"] {
-            eperm.push(rule(name));
-        }
-    }
-    SeccompTable {
+    let mut table = SeccompTable {
         x32_guard: cfg!(target_arch = "x86_64"),
         enosys: vec![rule("clone3")],
         eperm,
+    };
+    if matches!(view, ReadOnlyView::Seccomp(_)) {
+        compensate_metadata(&mut table);
     }
+    table
+}
+
+/// The compensation for a missing read-only view: every mode and time change refused, in the
+/// write set too, since no argument tells a path there from one outside. (Owners and xattrs
+/// are refused in every mode.) The launcher applies it itself when the kernel refuses the user
+/// namespace the plan counted on.
+pub fn compensate_metadata(table: &mut SeccompTable) {
+    let names = [
+        "chmod",
+        "fchmod",
+        "fchmodat",
+        "fchmodat2",
+        "utimensat",
+        "utime",
+        "utimes",
+        "futimesat",
+    ];
+    table.eperm.retain(|r| !names.contains(&r.syscall.as_str()));
+    table.eperm.extend(names.iter().map(|n| rule(n)));
 }
 
 #[cfg(test)]
