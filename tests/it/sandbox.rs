@@ -953,6 +953,42 @@ fn escape_battery_without_user_namespaces() {
     }
 }
 
+/// Where the kernel refuses `unshare` although nothing said so beforehand (a container's seccomp
+/// profile), `network.allow: []` still runs: the launcher applies the same compensation itself
+/// (a mode change in `${TMP}`, which the view would allow, is refused: the compensation is on).
+#[test]
+fn escape_battery_when_unshare_is_refused_at_launch() {
+    if !cfg!(target_arch = "x86_64") {
+        return skip("the filter of no_unshare.py uses x86_64 numbers");
+    }
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let mut pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+        pol["limits"] = json!({"tasks": BATTERY_TASKS});
+        let r = w.lock("escape", &pol, &escape_argv());
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let mut argv = w.argv(&["proxy", "--name", "escape"]);
+        let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+        argv.splice(
+            at..at,
+            [
+                support::PYTHON.to_owned(),
+                helper("no_unshare.py").display().to_string(),
+            ],
+        );
+        let mut s = Session::start(command_of(&argv, &w.root), w.p("proxy.stderr"));
+        metadata_and_tasks(
+            &mut s,
+            &w,
+            View::Compensated,
+            &format!("uid {uid}, unshare refused"),
+        );
+    }
+}
+
 /// `lock`, `verify` and `proxy` all start the server inside its sandbox: it tries to create a
 /// marker file outside its write set at start, which works only unsandboxed (the control).
 #[test]
