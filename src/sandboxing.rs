@@ -126,6 +126,7 @@ pub fn request(
         read: spec.policy.filesystem.read.clone(),
         write: spec.policy.filesystem.write.clone(),
         allow: spec.policy.network.allow.clone(),
+        tasks: spec.policy.limits.as_ref().and_then(|l| l.tasks),
     };
     let policy = mcpsum_sandbox::validate(&raw, &protected);
     let mut problems: Vec<String> = match &policy {

@@ -17,7 +17,8 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::plan::SeccompTable;
+use crate::plan::{ReadOnlyView, SeccompTable};
+use crate::policy::Limits;
 use crate::{APPARMOR_FIX, SETUP_FAILED_EXIT};
 
 /// What the launcher applies, resolved (no `${TMP}` placeholders left).
@@ -31,6 +32,8 @@ pub(crate) struct LauncherSpec {
     pub(crate) egress: bool,
     pub(crate) landlock_abi: u32,
     pub(crate) seccomp: SeccompTable,
+    pub(crate) view: ReadOnlyView,
+    pub(crate) limits: Limits,
     pub(crate) protected: Vec<(String, PathBuf)>,
     pub(crate) env_names: Vec<String>,
     pub(crate) parent_pid: i32,
@@ -83,7 +86,7 @@ fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
     };
     let spec: LauncherSpec = serde_json::from_slice(spec.as_bytes())
         .map_err(|e| fail("launcher", format!("bad spec: {e}"), BUG))?;
-    Err(launch(&mut RealSys, &spec))
+    Err(launch(&mut RealSys::default(), &spec))
 }
 
 /// The kernel operations of the launcher, in a trait so a recording fake can check their order
@@ -98,8 +101,16 @@ pub(crate) trait Sys {
     fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
     /// The environment `prepare` gave the launcher.
     fn environment(&mut self) -> Vec<(OsString, OsString)>;
-    /// `unshare(NEWUSER|NEWNET)`, `setgroups deny`, identity maps, `lo` up.
-    fn enter_namespaces(&mut self) -> Result<(), Fail>;
+    /// `unshare(NEWUSER|NEWNS[|NEWNET])`; on failure nothing changed (the caller may
+    /// compensate).
+    fn unshare(&mut self, network: bool) -> Result<(), nix::errno::Errno>;
+    /// `setgroups deny`, identity maps, `lo` up (`network`).
+    fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail>;
+    /// In the new mount namespace: everything read-only but the write set.
+    fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail>;
+    /// `RLIMIT_NPROC` (counted in the own user namespace, or over the user's tasks without one)
+    /// and `RLIMIT_CORE` 0.
+    fn limits(&mut self, limits: &Limits, own_userns: bool) -> Result<(), Fail>;
     /// Binds `127.0.0.1:0`, sends port + listener on `bridge`, closes both; returns the port.
     fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail>;
     /// Clears ambient, bounding (when possible), inheritable, effective, permitted.
@@ -110,6 +121,8 @@ pub(crate) trait Sys {
     fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail>;
     /// `execve`; returns only on failure.
     fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail;
+    /// One line on stderr (the server's log) naming a compensation decided at launch.
+    fn note(&mut self, line: &str);
 }
 
 /// Applies every layer in the order of design 4 and execs. Returns only the failure.
@@ -133,15 +146,36 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     // 2. Close every inherited descriptor but stdio and the bridge.
     sys.close_fds(spec.bridge_fd)?;
 
-    // 3. Allow mode: own user + network namespace, loopback, the bridged listener.
+    // 3. Own user + mount namespace (and network namespace, loopback, the bridged listener in
+    //    allow mode), the read-only view, the limits.
     let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
+    let mut seccomp = spec.seccomp.clone();
+    let mut own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
+    if own_userns {
+        match sys.unshare(spec.egress) {
+            Ok(()) => {
+                sys.enter_namespaces(spec.egress)?;
+                sys.read_only_view(spec)?;
+            }
+            // `network.allow: []` needs no namespace: where the kernel refuses one that the
+            // plan expected (a container's seccomp profile), the named compensation stands in.
+            Err(e) if !spec.egress => {
+                crate::plan::compensate_metadata(&mut seccomp);
+                own_userns = false;
+                sys.note(&format!(
+                    "mcpsum sandbox: no user namespace (unshare: {e}): seccomp refuses every mode, owner, time and xattr change, also in the write set; the task limit counts the user's tasks"
+                ));
+            }
+            Err(e) => return Err(unshare_failure(e)),
+        }
+    }
+    sys.limits(&spec.limits, own_userns)?;
     let mut bridge_port = None;
     if spec.egress {
         let Some(bridge) = spec.bridge_fd else {
             return Err(fail("egress bridge", "no bridge descriptor", BUG));
         };
-        sys.enter_namespaces()?;
         let port = sys.bridge_listener(bridge)?;
         bridge_port = Some(port);
         // 4. The proxy variables (the rest of the environment was built by `prepare`).
@@ -180,7 +214,7 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
             c(&kv, "environment")
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let compiled = crate::seccomp::compile(&spec.seccomp)
+    let compiled = crate::seccomp::compile(&seccomp)
         .map_err(|e| fail("seccomp", e, "this architecture is not supported"))?;
 
     // 5. Capabilities, 6. Landlock, 7. seccomp (last: nothing of the set-up is filtered).
@@ -192,7 +226,11 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
 }
 
 /// The real kernel.
-struct RealSys;
+#[derive(Default)]
+struct RealSys {
+    /// The effective uid and gid from before `unshare` (unmapped afterwards, until mapped).
+    ids: Option<(u32, u32)>,
+}
 
 impl Sys for RealSys {
     fn guard(&mut self, parent: i32) -> Result<i32, Fail> {
@@ -225,8 +263,32 @@ impl Sys for RealSys {
         std::env::vars_os().collect()
     }
 
-    fn enter_namespaces(&mut self) -> Result<(), Fail> {
-        enter_namespaces()
+    fn unshare(&mut self, network: bool) -> Result<(), nix::errno::Errno> {
+        use nix::sched::{CloneFlags, unshare};
+        let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+        if network {
+            flags |= CloneFlags::CLONE_NEWNET;
+        }
+        self.ids = Some((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ));
+        unshare(flags)
+    }
+
+    fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
+        let Some((uid, gid)) = self.ids else {
+            return Err(fail("user namespace", "mapped before unshare", BUG));
+        };
+        enter_namespaces(uid, gid, network)
+    }
+
+    fn read_only_view(&mut self, spec: &LauncherSpec) -> Result<(), Fail> {
+        read_only_view(spec)
+    }
+
+    fn limits(&mut self, limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+        apply_limits(limits, own_userns)
     }
 
     fn bridge_listener(&mut self, bridge: RawFd) -> Result<u16, Fail> {
@@ -249,6 +311,10 @@ impl Sys for RealSys {
                 "use a kernel with CONFIG_SECCOMP_FILTER, outside a container that forbids it",
             )
         })
+    }
+
+    fn note(&mut self, line: &str) {
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
     }
 
     fn exec(&mut self, program: &CString, argv: &[CString], envp: &[CString]) -> Fail {
@@ -293,22 +359,23 @@ fn check_env(env: &[(OsString, OsString)], expected: &[String]) -> Result<(), Fa
     }
 }
 
-fn enter_namespaces() -> Result<(), Fail> {
-    use nix::sched::{CloneFlags, unshare};
-    let uid = nix::unistd::geteuid().as_raw();
-    let gid = nix::unistd::getegid().as_raw();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(|e| {
-        let fix = match e {
-            nix::errno::Errno::EPERM => {
-                "allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on Debian), or run outside a container whose seccomp policy forbids them; if on Ubuntu, ".to_string() + APPARMOR_FIX
-            }
-            nix::errno::Errno::ENOSPC | nix::errno::Errno::EUSERS => {
-                "raise `user.max_user_namespaces` (it is 0 or exhausted)".into()
-            }
-            _ => "use a kernel with user and network namespaces".into(),
-        };
-        fail("user namespace", format!("unshare: {e}"), fix)
-    })?;
+/// The one line for a user namespace the kernel refused.
+fn unshare_failure(e: nix::errno::Errno) -> Fail {
+    let fix = match e {
+        nix::errno::Errno::EPERM => {
+            "allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1` on Debian), or run outside a container whose seccomp policy forbids them; if on Ubuntu, ".to_string() + APPARMOR_FIX
+        }
+        nix::errno::Errno::ENOSPC | nix::errno::Errno::EUSERS => {
+            "raise `user.max_user_namespaces` (it is 0 or exhausted)".into()
+        }
+        _ => "use a kernel with user and network namespaces".into(),
+    };
+    fail("user namespace", format!("unshare: {e}"), fix)
+}
+
+/// After `unshare`: `setgroups deny`, identity maps of `uid` and `gid` (the ids from before),
+/// and (`network`) `lo` up.
+fn enter_namespaces(uid: u32, gid: u32, network: bool) -> Result<(), Fail> {
     let write = |file: &str, data: String| {
         std::fs::write(file, data).map_err(|e| {
             let fix = if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -322,6 +389,9 @@ fn enter_namespaces() -> Result<(), Fail> {
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    if !network {
+        return Ok(());
+    }
     crate::sys::loopback_up().map_err(|e| {
         let fix = if e.raw_os_error() == Some(libc::EPERM) {
             APPARMOR_FIX
@@ -330,6 +400,117 @@ fn enter_namespaces() -> Result<(), Fail> {
         };
         fail("network namespace", format!("bringing lo up: {e}"), fix)
     })
+}
+
+/// Design 4, launcher step 3e: in the launcher's own mount namespace, makes every mount
+/// read-only and binds the write set read-write again, so modes, owners, times and extended
+/// attributes outside it cannot change (`EROFS`), whatever the user, root included. Mounts made
+/// read-only here are not locked (the namespace's owner may undo it, but the server has no
+/// capability left and seccomp refuses the mount calls); a mount that was read-only before stays
+/// so, also inside the write set.
+fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
+    use nix::fcntl::{OFlag, open};
+    use nix::mount::{MsFlags, mount};
+    let layer = "read-only view";
+    let fix = "use a kernel >= 5.12 (mount_setattr) outside a container that forbids mounts in a user namespace";
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| fail(layer, format!("making `/` private: {e}"), fix))?;
+    // Copies of the write set, taken while it is still writable: attached again below, they
+    // keep their write access (and their own submounts) on top of the read-only tree.
+    let mut binds = Vec::new();
+    for (path, required) in &spec.write {
+        let target = match open(
+            path,
+            OFlag::O_PATH | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) if !required => continue,
+            Err(e) => {
+                return Err(fail(
+                    layer,
+                    format!("`{}`: {e}", path.display()),
+                    "create the path or remove it from the policy",
+                ));
+            }
+        };
+        recheck_opened(target.as_fd(), path, Some(&spec.protected))?;
+        let tree = crate::sys::clone_tree(target.as_fd()).map_err(|e| {
+            fail(
+                layer,
+                format!("copying the mount of `{}`: {e}", path.display()),
+                fix,
+            )
+        })?;
+        binds.push((path, target, tree));
+    }
+    crate::sys::set_read_only_recursive(c"/")
+        .map_err(|e| fail(layer, format!("remounting `/` read-only: {e}"), fix))?;
+    for (path, target, tree) in &binds {
+        crate::sys::attach_tree(tree.as_fd(), target.as_fd()).map_err(|e| {
+            fail(
+                layer,
+                format!("binding `{}` writable: {e}", path.display()),
+                fix,
+            )
+        })?;
+    }
+    // A working directory inside the write set still names the read-only mount below it.
+    if let Ok(cwd) = std::env::current_dir() {
+        let _ = std::env::set_current_dir(cwd);
+    }
+    Ok(())
+}
+
+/// Core dumps off; at most `limits.tasks` tasks in the server's tree. In the launcher's own user
+/// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace).
+/// Without one it counts every task of the user, so the limit is what runs now plus the
+/// policy's. The host's uid 0 is exempt from it in every namespace (`sandbox test` says so).
+fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let layer = "limits";
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)
+        .map_err(|e| fail(layer, format!("RLIMIT_CORE: {e}"), BUG))?;
+    let tasks = if own_userns {
+        limits.tasks
+    } else {
+        running_tasks(nix::unistd::getuid().as_raw()).saturating_add(limits.tasks)
+    };
+    let (_, hard) = getrlimit(Resource::RLIMIT_NPROC)
+        .map_err(|e| fail(layer, format!("RLIMIT_NPROC: {e}"), BUG))?;
+    let n = tasks.min(hard);
+    setrlimit(Resource::RLIMIT_NPROC, n, n)
+        .map_err(|e| fail(layer, format!("RLIMIT_NPROC {n}: {e}"), BUG))
+}
+
+/// The tasks (threads) of every process whose real uid is `uid`, as `RLIMIT_NPROC` counts them.
+fn running_tasks(uid: u32) -> u64 {
+    let mut n = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if !entry.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if field("Uid:") == Some(u64::from(uid)) {
+            n = n.saturating_add(field("Threads:").unwrap_or(1));
+        }
+    }
+    n
 }
 
 /// Binds `127.0.0.1:0` inside the namespace and sends port + listener to mcpsum.
@@ -549,8 +730,28 @@ mod tests {
         fn environment(&mut self) -> Vec<(OsString, OsString)> {
             self.env.clone()
         }
-        fn enter_namespaces(&mut self) -> Result<(), Fail> {
+        fn unshare(&mut self, _network: bool) -> Result<(), nix::errno::Errno> {
+            self.calls.push("unshare");
+            match self.fail_at {
+                Some("unshare") => Err(nix::errno::Errno::EPERM),
+                _ => Ok(()),
+            }
+        }
+        fn enter_namespaces(&mut self, _network: bool) -> Result<(), Fail> {
             self.step("namespaces")
+        }
+        fn note(&mut self, _line: &str) {
+            self.calls.push("note");
+        }
+        fn read_only_view(&mut self, _spec: &LauncherSpec) -> Result<(), Fail> {
+            self.step("view")
+        }
+        fn limits(&mut self, _limits: &Limits, own_userns: bool) -> Result<(), Fail> {
+            self.step(if own_userns {
+                "limits"
+            } else {
+                "limits (user)"
+            })
         }
         fn bridge_listener(&mut self, _bridge: RawFd) -> Result<u16, Fail> {
             self.step("bridge").map(|()| 4242)
@@ -583,6 +784,10 @@ mod tests {
     }
 
     fn spec(egress: bool) -> LauncherSpec {
+        spec_with(egress, ReadOnlyView::MountNamespace)
+    }
+
+    fn spec_with(egress: bool, view: ReadOnlyView) -> LauncherSpec {
         let mode = if egress {
             NetworkMode::Egress {
                 allow: vec!["a:1".into()],
@@ -598,7 +803,9 @@ mod tests {
             devices: vec![],
             egress,
             landlock_abi: 7,
-            seccomp: crate::plan::seccomp_table(&mode, 7, false),
+            seccomp: crate::plan::seccomp_table(&mode, 7, &view),
+            view,
+            limits: Limits::default(),
             protected: vec![],
             env_names: vec!["TMPDIR".into()],
             parent_pid: 7,
@@ -613,6 +820,12 @@ mod tests {
             env: vec![("TMPDIR".into(), "/t".into())],
             parent: 70,
         }
+    }
+
+    const START: [&str; 3] = ["guard", "pdeathsig", "close_fds"];
+
+    fn calls(rest: &[&'static str]) -> Vec<&'static str> {
+        START.iter().chain(rest).copied().collect()
     }
 
     #[test]
@@ -653,17 +866,31 @@ mod tests {
         let end = launch(&mut f, &spec(false));
         assert_eq!(
             f.calls,
-            [
-                "guard",
-                "pdeathsig",
-                "close_fds",
+            calls(&[
+                "unshare",
+                "namespaces",
+                "view",
+                "limits",
                 "caps",
                 "landlock",
                 "seccomp",
                 "exec"
-            ]
+            ])
         );
         assert_eq!(end.cause, "TMPDIR");
+    }
+
+    #[test]
+    fn without_a_user_namespace_the_limit_counts_the_users_tasks() {
+        let mut f = fake(None);
+        launch(
+            &mut f,
+            &spec_with(false, ReadOnlyView::Seccomp("test".into())),
+        );
+        assert_eq!(
+            f.calls,
+            calls(&["limits (user)", "caps", "landlock", "seccomp", "exec"])
+        );
     }
 
     #[test]
@@ -672,17 +899,17 @@ mod tests {
         let end = launch(&mut f, &spec(true));
         assert_eq!(
             f.calls,
-            [
-                "guard",
-                "pdeathsig",
-                "close_fds",
+            calls(&[
+                "unshare",
                 "namespaces",
+                "view",
+                "limits",
                 "bridge",
                 "caps",
                 "landlock",
                 "seccomp",
                 "exec"
-            ]
+            ])
         );
         assert_eq!(
             end.cause,
@@ -692,42 +919,46 @@ mod tests {
 
     #[test]
     fn a_failing_layer_stops_everything_after_it() {
-        for (at, done) in [
-            (
-                "namespaces",
-                vec!["guard", "pdeathsig", "close_fds", "namespaces"],
-            ),
-            (
-                "landlock",
-                vec![
-                    "guard",
-                    "pdeathsig",
-                    "close_fds",
-                    "namespaces",
-                    "bridge",
-                    "caps",
-                    "landlock",
-                ],
-            ),
-            (
-                "seccomp",
-                vec![
-                    "guard",
-                    "pdeathsig",
-                    "close_fds",
-                    "namespaces",
-                    "bridge",
-                    "caps",
-                    "landlock",
-                    "seccomp",
-                ],
-            ),
-        ] {
+        let all = [
+            "unshare",
+            "namespaces",
+            "view",
+            "limits",
+            "bridge",
+            "caps",
+            "landlock",
+            "seccomp",
+        ];
+        for (n, at) in all.iter().enumerate() {
             let mut f = fake(Some(at));
             let end = launch(&mut f, &spec(true));
-            assert_eq!(f.calls, done, "{at}");
-            assert_eq!(end.layer, "fake");
+            assert_eq!(f.calls, calls(&all[..=n]), "{at}");
+            // With hosts listed a refused user namespace is a failure, never compensated.
+            let layer = if *at == "unshare" {
+                "user namespace"
+            } else {
+                "fake"
+            };
+            assert_eq!(end.layer, layer);
         }
+    }
+
+    #[test]
+    fn a_refused_user_namespace_is_compensated_without_network() {
+        let mut f = fake(Some("unshare"));
+        launch(&mut f, &spec(false));
+        assert_eq!(
+            f.calls,
+            calls(&[
+                "unshare",
+                "note",
+                "limits (user)",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ])
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! mcpsum's Linux sandbox launcher (I5): Landlock, seccomp, and (only when `network.allow` lists
-//! hosts) user + network namespaces with an egress bridge.
+//! mcpsum's Linux sandbox launcher (I5): Landlock, seccomp, a user + mount namespace that shows
+//! everything outside the write set read-only, limits of the server's tree, and (only when
+//! `network.allow` lists hosts) a network namespace with an egress bridge.
 //!
 //! # Flow
 //!
@@ -9,9 +10,12 @@
 //!    socketpair (allow mode) and a [`std::process::Command`] that re-executes the current binary
 //!    as `<exe> __sandbox-exec <spec>`. The caller sets stdio, `process_group(0)`, and spawns it.
 //! 4. The launcher ([`launcher_main`], single-threaded, in the child) applies, in order:
-//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, [allow mode: `unshare(NEWUSER|NEWNET)`,
-//!    `setgroups deny`, identity uid/gid map, `lo` up, bind `127.0.0.1:0`, send port + fd over
-//!    `SCM_RIGHTS`], capabilities dropped, Landlock, seccomp, `execve`. Any failure: one line
+//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, `unshare(NEWUSER|NEWNS[|NEWNET])`,
+//!    `setgroups deny`, identity uid/gid map, the read-only view (every mount read-only, the write
+//!    set bound read-write again; skipped, with a seccomp compensation, where no user namespace
+//!    can be made and `network.allow` is `[]`), `RLIMIT_NPROC` and `RLIMIT_CORE`, [allow mode:
+//!    `lo` up, bind `127.0.0.1:0`, send port + fd over `SCM_RIGHTS`], capabilities dropped,
+//!    Landlock, seccomp, `execve`. Any failure: one line
 //!    `sandbox setup failed, server not started: <layer>: <cause>; <fix>` on stderr, exit 126.
 //! 5. In allow mode [`Prepared::receive_listener`] returns the listening socket (inside the
 //!    server's namespace) that mcpsum's egress proxy accepts on.
@@ -98,12 +102,13 @@ mod sys;
 
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
-    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, SandboxPlan, SeccompTable,
-    SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
-    exposed_credentials, plan, plan_for_kernel, resolve_command, seccomp_table,
+    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, ReadOnlyView, SandboxPlan,
+    SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
+    exposed_credentials, plan, plan_for_kernel, plan_with_view, resolve_command, seccomp_table,
 };
 pub use policy::{
-    NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy, validate,
+    Limits, NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy,
+    check_tasks, validate,
 };
 
 pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};

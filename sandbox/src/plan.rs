@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::SandboxError;
-use crate::policy::{NetworkMode, PolicyPath, ValidatedPolicy};
+use crate::policy::{Limits, NetworkMode, PolicyPath, ValidatedPolicy};
 
 /// Everything needed to launch one server under its sandbox.
 #[derive(Clone, Debug)]
@@ -159,6 +159,35 @@ pub struct SeccompTable {
     pub eperm: Vec<SyscallRule>,
 }
 
+/// How the filesystem outside the write set is kept read-only in every respect: modes, owners,
+/// times and extended attributes, which Landlock (below ABI 13) does not govern.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReadOnlyView {
+    /// The server's own user + mount namespace: the launcher remounts the whole tree read-only
+    /// and binds the write set (`${TMP}`, the caches, `filesystem.write`) read-write again, so
+    /// `chmod`, `utimensat`, ... outside it fail with `EROFS`, for root too. The task limit counts
+    /// the server's tree alone (`RLIMIT_NPROC` is counted per user namespace).
+    MountNamespace,
+    /// No user namespace can be made here (`network.allow: []` only; the reason): seccomp
+    /// refuses every change of mode, owner, times and extended attributes anywhere, the write
+    /// set included, and the task limit is the user's running tasks plus the limit.
+    Seccomp(String),
+}
+
+impl fmt::Display for ReadOnlyView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadOnlyView::MountNamespace => f.write_str(
+                "own user + mount namespace: everything outside the write set is mounted read-only",
+            ),
+            ReadOnlyView::Seccomp(why) => write!(
+                f,
+                "missing ({why}): seccomp refuses every mode, owner, time and xattr change, also in the write set"
+            ),
+        }
+    }
+}
+
 /// The complete plan for one sandboxed launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxPlan {
@@ -184,6 +213,10 @@ pub struct SandboxPlan {
     pub landlock: LandlockPlan,
     /// The seccomp filters.
     pub seccomp: SeccompTable,
+    /// How modes, owners, times and xattrs outside the write set are kept unchanged.
+    pub view: ReadOnlyView,
+    /// The resource limits of the server's tree.
+    pub limits: Limits,
     /// Protected paths the launcher re-checks write rules against.
     pub protected: Vec<(String, PathBuf)>,
 }
@@ -352,12 +385,17 @@ const BASE_CODE_DIRS: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/
 /// unless listed); the same default `execvp` falls back to, plus `/usr/local`.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// Builds the plan, detecting the kernel's Landlock ABI.
+/// Builds the plan, detecting the kernel's Landlock ABI and whether a user namespace can be made.
 pub fn plan(req: &LaunchRequest) -> Result<SandboxPlan, SandboxError> {
     #[cfg(target_os = "linux")]
     {
         let abi = crate::sys::landlock_abi();
-        plan_for_kernel(req, abi)
+        let view = match userns_unavailable() {
+            Some(why) if req.policy.network == NetworkMode::None => ReadOnlyView::Seccomp(why),
+            // With hosts listed the namespace is required: the launcher names the failure.
+            _ => ReadOnlyView::MountNamespace,
+        };
+        plan_with_view(req, abi, view)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -366,9 +404,55 @@ pub fn plan(req: &LaunchRequest) -> Result<SandboxPlan, SandboxError> {
     }
 }
 
-/// Builds the plan for a kernel with Landlock ABI `abi` (0 = none). Pure apart from resolving
-/// the command: the unit-tested core of [`plan`].
+/// Why this machine cannot give the launcher a user namespace, read from the settings that
+/// refuse one (`user.max_user_namespaces`, Debian's `kernel.unprivileged_userns_clone`, Ubuntu's
+/// AppArmor restriction); `None` when nothing refuses it.
+#[cfg(target_os = "linux")]
+fn userns_unavailable() -> Option<String> {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_owned());
+    if read("/proc/sys/user/max_user_namespaces").is_ok_and(|v| v == "0") {
+        return Some("user.max_user_namespaces is 0".into());
+    }
+    let root = nix::unistd::geteuid().is_root();
+    if !root && read("/proc/sys/kernel/unprivileged_userns_clone").is_ok_and(|v| v == "0") {
+        return Some("kernel.unprivileged_userns_clone is 0".into());
+    }
+    if crate::prepare::apparmor_restricts_userns() {
+        return Some("AppArmor restricts unprivileged user namespaces".into());
+    }
+    None
+}
+
+/// Whether this process's real uid is the host's uid 0 (its uid maps to 0 one level up, which is
+/// the host in every setup mcpsum supports): the kernel never holds that user to `RLIMIT_NPROC`,
+/// in any user namespace, so the task limit does not bind a root server.
+#[cfg(target_os = "linux")]
+pub(crate) fn task_limit_exempt() -> bool {
+    let uid = u64::from(nix::unistd::getuid().as_raw());
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+        map.lines().any(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            matches!(f.as_slice(), [inner, outer, n]
+                if (*inner..inner.saturating_add(*n)).contains(&uid) && outer + (uid - inner) == 0)
+        })
+    })
+}
+
+/// Builds the plan for a kernel with Landlock ABI `abi` (0 = none) where user namespaces can be
+/// made. Pure apart from resolving the command: the unit-tested core of [`plan`].
 pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, SandboxError> {
+    plan_with_view(req, abi, ReadOnlyView::MountNamespace)
+}
+
+/// [`plan_for_kernel`] with the read-only view decided by the caller.
+pub fn plan_with_view(
+    req: &LaunchRequest,
+    abi: u32,
+    view: ReadOnlyView,
+) -> Result<SandboxPlan, SandboxError> {
     if abi < 1 {
         return Err(SandboxError::layer(
             "landlock",
@@ -498,7 +582,9 @@ pub fn plan_for_kernel(req: &LaunchRequest, abi: u32) -> Result<SandboxPlan, San
             required: 1,
             compensations: compensations(&req.policy.network, abi),
         },
-        seccomp: seccomp_table(&req.policy.network, abi, nix::unistd::geteuid().is_root()),
+        seccomp: seccomp_table(&req.policy.network, abi, &view),
+        view,
+        limits: req.policy.limits,
         protected: protected.clone(),
     })
 }
@@ -924,7 +1010,7 @@ const TIOCLINUX: u64 = 0x541C;
 
 /// The seccomp table for a mode and Landlock ABI (design 5); `root` when the server runs as
 /// root on the host (its owner may change any file's mode, so it may change none by path).
-pub fn seccomp_table(network: &NetworkMode, abi: u32, root: bool) -> SeccompTable {
+pub fn seccomp_table(network: &NetworkMode, abi: u32, view: &ReadOnlyView) -> SeccompTable {
     let mut eperm: Vec<SyscallRule> = [
         // other processes' memory
         "ptrace",
@@ -1044,19 +1130,14 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32, root: bool) -> SeccompTabl
     }
     // Modes that hand a file to others: set-user-ID, set-group-ID, writable by anyone. A
     // server's own files need none of these, and a root server could plant a setuid binary.
-    // Landlock (below ABI 13) does not govern modes at all: a root server, which owns every
-    // file, may change no mode by path (only files it opened, with `fchmod`). A server running
-    // as a user can still change the other bits of that user's own files.
+    // Other modes are kept unchanged outside the write set by the read-only view (EROFS), or,
+    // without it, by the compensation below, which refuses every change.
     for (name, mode_arg) in [
         ("chmod", 1),
         ("fchmod", 1),
         ("fchmodat", 2),
         ("fchmodat2", 2),
     ] {
-        if root && name != "fchmod" {
-            eperm.push(rule(name));
-            continue;
-        }
         eperm.push(SyscallRule {
             syscall: name.into(),
             any_of: [S_ISUID, S_ISGID, S_IWOTH]
@@ -1107,11 +1188,34 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32, root: bool) -> SeccompTabl
     if abi < 3 {
         eperm.push(rule("truncate"));
     }
-    SeccompTable {
+    let mut table = SeccompTable {
         x32_guard: cfg!(target_arch = "x86_64"),
         enosys: vec![rule("clone3")],
         eperm,
+    };
+    if matches!(view, ReadOnlyView::Seccomp(_)) {
+        compensate_metadata(&mut table);
     }
+    table
+}
+
+/// The compensation for a missing read-only view: every mode and time change refused, in the
+/// write set too, since no argument tells a path there from one outside. (Owners and xattrs
+/// are refused in every mode.) The launcher applies it itself when the kernel refuses the user
+/// namespace the plan counted on.
+pub fn compensate_metadata(table: &mut SeccompTable) {
+    let names = [
+        "chmod",
+        "fchmod",
+        "fchmodat",
+        "fchmodat2",
+        "utimensat",
+        "utime",
+        "utimes",
+        "futimesat",
+    ];
+    table.eperm.retain(|r| !names.contains(&r.syscall.as_str()));
+    table.eperm.extend(names.iter().map(|n| rule(n)));
 }
 
 #[cfg(test)]
@@ -1150,6 +1254,7 @@ mod tests {
                 )],
                 write: vec![("filesystem.write[0]".into(), PolicyPath::Tmp("work".into()))],
                 network: NetworkMode::None,
+                limits: Limits::default(),
                 protected: vec![("the home directory".into(), root.join("home"))],
             },
             argv: vec!["npx".into(), "-y".into(), "pkg@1.0.0".into()],
@@ -1218,7 +1323,9 @@ mod tests {
                 required: 1,
                 compensations: compensations(&NetworkMode::None, 2),
             },
-            seccomp: seccomp_table(&NetworkMode::None, 2, nix::unistd::geteuid().is_root()),
+            seccomp: seccomp_table(&NetworkMode::None, 2, &ReadOnlyView::MountNamespace),
+            view: ReadOnlyView::MountNamespace,
+            limits: Limits::default(),
             protected: req.policy.protected.clone(),
         };
         assert_eq!(got, expected);
@@ -1237,6 +1344,7 @@ mod tests {
                 read: vec![],
                 write: vec![],
                 network: NetworkMode::None,
+                limits: Limits::default(),
                 protected: vec![],
             },
             argv: vec!["/bin/true".into()],
@@ -1261,6 +1369,7 @@ mod tests {
                 read: vec![],
                 write: vec![],
                 network: NetworkMode::None,
+                limits: Limits::default(),
                 protected: vec![],
             },
             argv: vec!["/bin/true".into()],
@@ -1326,6 +1435,7 @@ mod tests {
                 write: vec![],
                 network: NetworkMode::None,
                 protected: vec![(crate::policy::HOME_DIRECTORY.into(), home.to_path_buf())],
+                limits: Limits::default(),
             },
             argv: argv.iter().map(ToString::to_string).collect(),
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
@@ -1547,9 +1657,11 @@ mod tests {
 
     #[test]
     fn seccomp_table_per_mode() {
-        let none = seccomp_table(&NetworkMode::None, 7, false);
-        let egress = seccomp_table(&NetworkMode::Egress { allow: vec![] }, 2, false);
-        let root = seccomp_table(&NetworkMode::None, 7, true);
+        let ns = ReadOnlyView::MountNamespace;
+        let none = seccomp_table(&NetworkMode::None, 7, &ns);
+        let egress = seccomp_table(&NetworkMode::Egress { allow: vec![] }, 2, &ns);
+        let compensated =
+            seccomp_table(&NetworkMode::None, 7, &ReadOnlyView::Seccomp("test".into()));
         let find = |t: &SeccompTable, n: &str| t.eperm.iter().find(|r| r.syscall == n).cloned();
         assert_eq!(find(&none, "socket"), Some(rule("socket")));
         assert_eq!(
@@ -1574,8 +1686,8 @@ mod tests {
                 vec![vec![ArgCmp::Ne(0, 0)]]
             );
             assert_eq!(find(t, "fchmodat").unwrap().any_of.len(), 3);
-            assert_eq!(find(&root, "fchmodat"), Some(rule("fchmodat")));
-            assert_eq!(find(&root, "fchmod").unwrap().any_of.len(), 3);
+            assert_eq!(find(t, "fchmod").unwrap().any_of.len(), 3);
+            assert_eq!(find(t, "utimensat"), None);
             for n in ["fchownat", "setxattr", "setxattrat", "shmget", "mq_open"] {
                 assert_eq!(find(t, n), Some(rule(n)), "{n}");
             }
@@ -1591,6 +1703,17 @@ mod tests {
                 assert_eq!(find(t, n), Some(rule(n)), "{n}");
             }
             assert_eq!(find(t, "clone").unwrap().any_of.len(), 7);
+        }
+        // Without the read-only view: no mode or time change at all.
+        for n in [
+            "chmod",
+            "fchmod",
+            "fchmodat",
+            "fchmodat2",
+            "utimensat",
+            "utimes",
+        ] {
+            assert_eq!(find(&compensated, n), Some(rule(n)), "{n}");
         }
         assert_eq!(find(&none, "truncate"), None);
         assert_eq!(find(&egress, "truncate"), Some(rule("truncate")));

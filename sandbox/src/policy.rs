@@ -24,6 +24,44 @@ pub struct SandboxPolicy {
     pub write: Vec<String>,
     /// `network.allow`: `[]` for no network, else `host:port` entries (validated by egress).
     pub allow: Vec<String>,
+    /// `limits.tasks`: the most tasks of the server's tree, when the policy sets it.
+    pub tasks: Option<u64>,
+}
+
+/// Resource limits of a server's whole process tree (`policy.sandbox.limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// The most tasks (processes and threads) the tree may have at once (`RLIMIT_NPROC`, counted
+    /// in the server's own user namespace). Core dumps are always off.
+    pub tasks: u64,
+}
+
+impl Limits {
+    /// The task limit of a policy that sets none: room for a package manager and its children,
+    /// not for a fork bomb.
+    pub const DEFAULT_TASKS: u64 = 1024;
+    /// The largest task limit a policy may set (the kernel's `pid_max` ceiling).
+    pub const MAX_TASKS: u64 = 4_194_304;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            tasks: Limits::DEFAULT_TASKS,
+        }
+    }
+}
+
+/// Checks `limits.tasks` of a policy: `None` when it is acceptable, else why not (the caller
+/// names the key).
+pub fn check_tasks(tasks: u64) -> Option<String> {
+    (!(1..=Limits::MAX_TASKS).contains(&tasks)).then(|| {
+        format!(
+            "{tasks} is not a task limit; write a number from 1 to {} (default {})",
+            Limits::MAX_TASKS,
+            Limits::DEFAULT_TASKS
+        )
+    })
 }
 
 /// Paths a write rule must never cover (and where per-server state lives).
@@ -61,7 +99,8 @@ impl fmt::Display for PolicyPath {
 /// Network mode of a policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NetworkMode {
-    /// `network.allow: []`: no sockets at all (Landlock + seccomp, no namespaces).
+    /// `network.allow: []`: no sockets at all (Landlock + seccomp; a user + mount namespace for
+    /// the read-only view when one can be made).
     None,
     /// Hosts listed: own user + network namespace, egress only through mcpsum's proxy.
     Egress {
@@ -79,6 +118,8 @@ pub struct ValidatedPolicy {
     pub write: Vec<(String, PolicyPath)>,
     /// The network mode.
     pub network: NetworkMode,
+    /// The resource limits of the server's tree.
+    pub limits: Limits,
     /// The protected paths (canonical where they exist), with what each one is. The plan keeps
     /// them so interpreter discovery never adds a prefix that contains one, and the launcher
     /// re-checks each write rule's opened descriptor against them.
@@ -138,6 +179,12 @@ pub enum PolicyError {
         what: &'static str,
         /// The protected path.
         protected: PathBuf,
+    },
+    /// `limits.tasks` is out of range.
+    #[error("`limits.tasks`: {reason}")]
+    Tasks {
+        /// What is wrong and what to write.
+        reason: String,
     },
     /// A write path lies inside mcpsum's state directory.
     #[error(
@@ -208,11 +255,19 @@ pub fn validate(
             allow: policy.allow.clone(),
         }
     };
+    let mut limits = Limits::default();
+    if let Some(tasks) = policy.tasks {
+        match check_tasks(tasks) {
+            Some(reason) => errors.push(PolicyError::Tasks { reason }),
+            None => limits.tasks = tasks,
+        }
+    }
     if errors.is_empty() {
         Ok(ValidatedPolicy {
             read,
             write,
             network,
+            limits,
             protected: guards
                 .into_iter()
                 .map(|(what, p)| (what.to_string(), p))
@@ -377,6 +432,7 @@ mod tests {
             read: v(read),
             write: v(write),
             allow: v(allow),
+            tasks: None,
         }
     }
 
@@ -420,6 +476,7 @@ mod tests {
                 network: NetworkMode::Egress {
                     allow: vec!["api.github.com:443".into()]
                 },
+                limits: Limits::default(),
                 protected: vec![
                     ("`mcp.lock`".into(), fx.root.join("home/u/proj/mcp.lock")),
                     (
@@ -522,5 +579,24 @@ mod tests {
     fn reading_protected_paths_is_allowed_when_listed() {
         let fx = fixture();
         assert!(validate(&pol(&["~", "~/proj"], &[], &[]), &fx.protected).is_ok());
+    }
+
+    #[test]
+    fn task_limits_default_and_are_range_checked() {
+        let fx = fixture();
+        let got = validate(&pol(&[], &[], &[]), &fx.protected).unwrap();
+        assert_eq!(got.limits.tasks, Limits::DEFAULT_TASKS);
+        let mut p = pol(&[], &[], &[]);
+        p.tasks = Some(256);
+        assert_eq!(validate(&p, &fx.protected).unwrap().limits.tasks, 256);
+        for bad in [0, Limits::MAX_TASKS + 1] {
+            p.tasks = Some(bad);
+            let errs = validate(&p, &fx.protected).unwrap_err();
+            assert!(
+                matches!(errs.as_slice(), [PolicyError::Tasks { .. }]),
+                "{errs:?}"
+            );
+            assert!(errs[0].to_string().starts_with("`limits.tasks`: "));
+        }
     }
 }

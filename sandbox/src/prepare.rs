@@ -195,6 +195,8 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
         egress,
         landlock_abi: plan.landlock.abi,
         seccomp: plan.seccomp.clone(),
+        view: plan.view.clone(),
+        limits: plan.limits,
         protected: plan.protected.clone(),
         env_names: plan.env_names(),
         parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
@@ -232,12 +234,7 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
 /// Ubuntu >= 23.10: an unconfined process that creates a user namespace loses every
 /// capability in it. Detect it before spawning (design 8).
 fn check_apparmor_userns() -> Result<(), SandboxError> {
-    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-        .unwrap_or_default();
-    let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
-        .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
-        .unwrap_or_default();
-    if apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root()) {
+    if apparmor_restricts_userns() {
         return Err(SandboxError::layer(
             "user namespace",
             "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) and mcpsum runs unconfined",
@@ -245,6 +242,16 @@ fn check_apparmor_userns() -> Result<(), SandboxError> {
         ));
     }
     Ok(())
+}
+
+/// Whether AppArmor takes every capability from a user namespace this process makes.
+pub(crate) fn apparmor_restricts_userns() -> bool {
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .unwrap_or_default();
+    let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
+        .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
+        .unwrap_or_default();
+    apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root())
 }
 
 /// Design 8: the sysctl is 1 and mcpsum runs unconfined (no profile granting `userns`). Root
@@ -330,6 +337,7 @@ mod env_tests {
                 read: vec![],
                 write: vec![],
                 network: NetworkMode::None,
+                limits: crate::Limits::default(),
                 protected: vec![],
             },
             argv: vec!["/bin/true".into()],

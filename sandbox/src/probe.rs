@@ -60,6 +60,38 @@ pub(crate) enum ProbeOp {
     EnvNames,
     /// The Landlock ABI as seen from inside.
     LandlockAbi,
+    /// A metadata change of a path that changes nothing even where it is allowed: `chmod` to
+    /// its mode, `utimensat` to its times, `chown` to -1/-1, `setxattr` replacing an attribute
+    /// it does not have.
+    Meta(MetaCall, PathBuf),
+    /// Creates a file in the directory, `chmod`s it 0600 and removes it.
+    ChmodNew(PathBuf),
+    /// The soft limit of `RLIMIT_NPROC` (`tasks`) or `RLIMIT_CORE` (`core`).
+    Limit(String),
+}
+
+/// The metadata calls of [`ProbeOp::Meta`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum MetaCall {
+    /// `chmod(2)` to the current mode.
+    Chmod,
+    /// `utimensat(2)` to the current access and modification times.
+    Utimensat,
+    /// `chown(path, -1, -1)`.
+    Chown,
+    /// `setxattr(XATTR_REPLACE)` of `user.mcpsum-probe`.
+    Setxattr,
+}
+
+impl MetaCall {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            MetaCall::Chmod => "chmod",
+            MetaCall::Utimensat => "utimensat",
+            MetaCall::Chown => "chown",
+            MetaCall::Setxattr => "setxattr",
+        }
+    }
 }
 
 /// What happened.
@@ -204,6 +236,67 @@ fn run(op: &ProbeOp) -> Outcome {
             Outcome::Value(names.join(" "))
         }
         ProbeOp::LandlockAbi => Outcome::Value(crate::sys::landlock_abi().to_string()),
+        ProbeOp::Meta(call, p) => meta(*call, &resolve(p)),
+        ProbeOp::ChmodNew(dir) => {
+            use std::os::unix::fs::PermissionsExt;
+            let f = resolve(dir).join(format!(".mcpsum-probe-chmod-{}", std::process::id()));
+            if let Err(e) = std::fs::write(&f, b"") {
+                return io(&e);
+            }
+            let r = std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600));
+            let _ = std::fs::remove_file(&f);
+            res(r)
+        }
+        ProbeOp::Limit(which) => {
+            use nix::sys::resource::{Resource, getrlimit};
+            let r = if which == "core" {
+                Resource::RLIMIT_CORE
+            } else {
+                Resource::RLIMIT_NPROC
+            };
+            match getrlimit(r) {
+                Ok((soft, _)) => Outcome::Value(soft.to_string()),
+                Err(e) => errno(e),
+            }
+        }
+    }
+}
+
+fn meta(call: MetaCall, p: &std::path::Path) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    let m = match std::fs::metadata(p) {
+        Ok(m) => m,
+        Err(e) => return io(&e),
+    };
+    let r = match call {
+        MetaCall::Chmod => {
+            use std::os::unix::fs::PermissionsExt;
+            return res(std::fs::set_permissions(
+                p,
+                std::fs::Permissions::from_mode(m.mode() & 0o7777),
+            ));
+        }
+        MetaCall::Utimensat => {
+            use nix::sys::stat::{UtimensatFlags, utimensat};
+            use nix::sys::time::TimeSpec;
+            let atime = TimeSpec::new(m.atime(), m.atime_nsec());
+            let mtime = TimeSpec::new(m.mtime(), m.mtime_nsec());
+            utimensat(
+                nix::fcntl::AT_FDCWD,
+                p,
+                &atime,
+                &mtime,
+                UtimensatFlags::FollowSymlink,
+            )
+        }
+        MetaCall::Chown => nix::unistd::chown(p, None, None),
+        MetaCall::Setxattr => {
+            return res(crate::sys::replace_xattr(p, c"user.mcpsum-probe"));
+        }
+    };
+    match r {
+        Ok(()) => Outcome::Ok,
+        Err(e) => errno(e),
     }
 }
 

@@ -9,9 +9,9 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::plan::{EnvValue, FsRule, Origin, SandboxPlan, plan};
+use crate::plan::{EnvValue, FsRule, Origin, ReadOnlyView, SandboxPlan, plan};
 use crate::policy::{NetworkMode, PolicyPath, Protected};
-use crate::probe::{Outcome, ProbeOp};
+use crate::probe::{MetaCall, Outcome, ProbeOp};
 use crate::report_model::{EgressHook, LayerRow, ReportRow, SandboxReport};
 use crate::{BRIDGE_TIMEOUT, LaunchRequest, PROBE_SUBCOMMAND, SETUP_FAILED_EXIT, SandboxError};
 
@@ -23,6 +23,8 @@ enum Expect {
     Allowed,
     Refused,
     Errno(&'static str),
+    /// Refused with one of these errnos.
+    Errnos(&'static [&'static str]),
     Value(String),
     /// Informational: any outcome passes (a documented compensation).
     Any(String),
@@ -36,6 +38,7 @@ impl Expect {
             Expect::Allowed => "allowed".into(),
             Expect::Refused => "refused".into(),
             Expect::Errno(e) => format!("refused ({e})"),
+            Expect::Errnos(es) => format!("refused ({})", es.join(" or ")),
             Expect::Value(v) => v.clone(),
             Expect::Any(why) | Expect::OneOf(_, why) => why.clone(),
         }
@@ -47,6 +50,7 @@ impl Expect {
             | (Expect::Refused, Outcome::Errno(_))
             | (Expect::Any(_), _) => true,
             (Expect::Errno(e), Outcome::Errno(g)) => e == g,
+            (Expect::Errnos(es), Outcome::Errno(g)) => es.contains(&g.as_str()),
             (Expect::Value(v), Outcome::Value(g)) => v == g,
             (Expect::OneOf(vs, _), Outcome::Value(g)) => vs.contains(g),
             _ => false,
@@ -393,8 +397,16 @@ fn build_checks(
             trunc_path.display()
         ),
         ProbeOp::Truncate(trunc_path.to_path_buf()),
-        Expect::Errno(if seccomp_truncate { "EPERM" } else { "EACCES" }),
+        // The read-only view answers before Landlock does.
+        if seccomp_truncate {
+            Expect::Errno("EPERM")
+        } else {
+            Expect::Errnos(&["EACCES", "EROFS"])
+        },
     ));
+
+    metadata_checks(&mut c, plan, protected, trunc_path);
+    limit_checks(&mut c, plan);
 
     // Landlock denies ptrace-class access outside the domain, even with /proc readable.
     c.push((
@@ -578,6 +590,82 @@ fn build_checks(
     c
 }
 
+/// Modes, owners, times and xattrs outside the write set (Landlock governs none of them): the
+/// read-only view answers EROFS, seccomp EPERM. A mode change in `${TMP}` works where the view is
+/// in place; its compensation refuses it too.
+fn metadata_checks(
+    c: &mut Vec<(String, ProbeOp, Expect)>,
+    plan: &SandboxPlan,
+    protected: &Protected,
+    outside_file: &Path,
+) {
+    let mut targets: Vec<(&str, PathBuf)> = Vec::new();
+    if let Some(home) = &protected.home {
+        targets.push(("home", crate::policy::canonical_or_lexical(home)));
+    }
+    targets.push((
+        "lockfile",
+        crate::policy::canonical_or_lexical(&protected.lockfile),
+    ));
+    if let Some(PolicyPath::Host(p)) = plan
+        .read
+        .iter()
+        .find(|r| r.required && matches!(r.origin, Origin::Policy(_) | Origin::Command))
+        .map(|r| &r.path)
+    {
+        targets.push(("read-granted", p.clone()));
+    }
+    targets.push(("file outside", outside_file.to_path_buf()));
+    for (what, path) in targets {
+        if !path.exists() || covered(&path, &plan.write) {
+            continue;
+        }
+        for call in [
+            MetaCall::Chmod,
+            MetaCall::Utimensat,
+            MetaCall::Chown,
+            MetaCall::Setxattr,
+        ] {
+            c.push((
+                format!("{} {what} {}", call.name(), path.display()),
+                ProbeOp::Meta(call, path.clone()),
+                Expect::Errnos(&["EROFS", "EPERM"]),
+            ));
+        }
+    }
+    c.push((
+        "chmod 0600 a file in ${TMP}".into(),
+        ProbeOp::ChmodNew(PathBuf::from(crate::probe::TMP_MARK)),
+        match plan.view {
+            ReadOnlyView::MountNamespace => Expect::Allowed,
+            ReadOnlyView::Seccomp(_) => Expect::Errno("EPERM"),
+        },
+    ));
+}
+
+/// The task limit in force and core dumps off.
+fn limit_checks(c: &mut Vec<(String, ProbeOp, Expect)>, plan: &SandboxPlan) {
+    let tasks = plan.limits.tasks;
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
+        .map_or(tasks, |(_, h)| h);
+    c.push((
+        "task limit (RLIMIT_NPROC)".into(),
+        ProbeOp::Limit("tasks".into()),
+        match plan.view {
+            _ if crate::plan::task_limit_exempt() => {
+                Expect::Any("not enforced: the kernel exempts uid 0 from RLIMIT_NPROC".into())
+            }
+            ReadOnlyView::MountNamespace => Expect::Value(tasks.min(hard).to_string()),
+            ReadOnlyView::Seccomp(_) => Expect::Any(format!("the user's running tasks + {tasks}")),
+        },
+    ));
+    c.push((
+        "core dumps (RLIMIT_CORE)".into(),
+        ProbeOp::Limit("core".into()),
+        Expect::Value("0".into()),
+    ));
+}
+
 fn layer_rows(plan: &SandboxPlan) -> Vec<LayerRow> {
     let mut rows = vec![LayerRow {
         layer: "landlock".into(),
@@ -607,11 +695,37 @@ fn layer_rows(plan: &SandboxPlan) -> Vec<LayerRow> {
     });
     rows.push(LayerRow {
         layer: "namespaces".into(),
-        status: match plan.network {
-            NetworkMode::None => "none (network.allow is [])".into(),
-            NetworkMode::Egress { .. } => {
-                "user + network (loopback only), egress bridge by fd passing".into()
+        status: match (&plan.network, &plan.view) {
+            (NetworkMode::None, ReadOnlyView::MountNamespace) => {
+                "user + mount (network.allow is [])".into()
             }
+            (NetworkMode::None, ReadOnlyView::Seccomp(why)) => {
+                format!("none ({why}; network.allow is [])")
+            }
+            (NetworkMode::Egress { .. }, _) => {
+                "user + mount + network (loopback only), egress bridge by fd passing".into()
+            }
+        },
+    });
+    rows.push(LayerRow {
+        layer: "read-only view".into(),
+        status: plan.view.to_string(),
+    });
+    rows.push(LayerRow {
+        layer: "limits".into(),
+        status: match plan.view {
+            _ if crate::plan::task_limit_exempt() => format!(
+                "missing: root (uid 0) is exempt from RLIMIT_NPROC, the limit of {} tasks does not bind; core dumps off",
+                plan.limits.tasks
+            ),
+            ReadOnlyView::MountNamespace => format!(
+                "at most {} tasks in the server's tree, core dumps off",
+                plan.limits.tasks
+            ),
+            ReadOnlyView::Seccomp(_) => format!(
+                "missing own user namespace: at most {} tasks more than the user runs at launch, core dumps off",
+                plan.limits.tasks
+            ),
         },
     });
     let extra: Vec<String> = plan

@@ -158,6 +158,7 @@ mod sysno {
         SYS_sched_setscheduler as sched_setscheduler, SYS_semctl as semctl, SYS_semget as semget,
         SYS_semop as semop, SYS_semtimedop as semtimedop, SYS_setpriority as setpriority,
         SYS_setxattr as setxattr, SYS_shmat as shmat, SYS_shmctl as shmctl, SYS_shmget as shmget,
+        SYS_utimensat as utimensat,
     };
     /// Linux 6.13; one number on every architecture (new calls share the generic table), not
     /// yet in `libc`.
@@ -165,15 +166,18 @@ mod sysno {
     pub(super) const removexattrat: libc::c_long = 466;
     #[cfg(target_arch = "x86_64")]
     pub(super) use libc::{
-        SYS_chmod as chmod, SYS_chown as chown, SYS_ioperm as ioperm, SYS_iopl as iopl,
-        SYS_lchown as lchown, SYS_uselib as uselib,
+        SYS_chmod as chmod, SYS_chown as chown, SYS_futimesat as futimesat, SYS_ioperm as ioperm,
+        SYS_iopl as iopl, SYS_lchown as lchown, SYS_uselib as uselib, SYS_utime as utime,
+        SYS_utimes as utimes,
     };
 }
 
 /// The syscall number of `name` on this architecture.
 pub(crate) fn syscall_number(name: &str) -> Option<i64> {
     #[cfg(target_arch = "x86_64")]
-    if let Some(n) = numbers!(name; chmod, chown, ioperm, iopl, lchown, uselib) {
+    if let Some(n) =
+        numbers!(name; chmod, chown, futimesat, ioperm, iopl, lchown, uselib, utime, utimes)
+    {
         return Some(n);
     }
     numbers!(name;
@@ -188,21 +192,25 @@ pub(crate) fn syscall_number(name: &str) -> Option<i64> {
         mq_getsetattr, mq_notify, mq_open, mq_timedreceive, mq_timedsend, mq_unlink, msgctl,
         msgget, msgrcv, msgsnd, prlimit64, process_madvise, removexattr, removexattrat,
         sched_setaffinity, sched_setattr, sched_setparam, sched_setscheduler, semctl, semget,
-        semop, semtimedop, setpriority, setxattr, setxattrat, shmat, shmctl, shmget,
+        semop, semtimedop, setpriority, setxattr, setxattrat, shmat, shmctl, shmget, utimensat,
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::ReadOnlyView;
     use crate::policy::NetworkMode;
 
     #[test]
     fn every_table_name_has_a_number_here() {
         for abi in [1, 7] {
             for mode in [NetworkMode::None, NetworkMode::Egress { allow: vec![] }] {
-                for root in [false, true] {
-                    let t = crate::plan::seccomp_table(&mode, abi, root);
+                for view in [
+                    ReadOnlyView::MountNamespace,
+                    ReadOnlyView::Seccomp("test".into()),
+                ] {
+                    let t = crate::plan::seccomp_table(&mode, abi, &view);
                     for r in t.eperm.iter().chain(&t.enosys) {
                         assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
                     }

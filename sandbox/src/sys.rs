@@ -2,7 +2,9 @@
 //!
 //! What the safe crates (nix, caps, landlock, seccompiler) do not cover: the Landlock ABI query,
 //! `close_range`, the `lo` ioctl, adopting a descriptor received over `SCM_RIGHTS`, clearing
-//! `FD_CLOEXEC` between `fork` and `exec`, and the probe's raw syscalls with scalar arguments.
+//! `FD_CLOEXEC` between `fork` and `exec`, the new mount API of the read-only view
+//! (`open_tree`, `mount_setattr`, `move_mount`), and the probe's raw syscalls with scalar
+//! arguments.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -135,4 +137,112 @@ pub(crate) fn default_signal(sig: nix::sys::signal::Signal) {
     // SAFETY: installing `SIG_DFL` runs no code of ours in signal context, so no handler can
     // break async-signal-safety or observe inconsistent state.
     let _ = unsafe { sigaction(sig, &dfl) };
+}
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+fn rc(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Makes the mount at `path` (a mount root) and every mount below it read-only
+/// (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)`, Linux 5.12).
+pub(crate) fn set_read_only_recursive(path: &std::ffi::CStr) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a `struct mount_attr` whose size is
+    // passed; both live for the call, and the kernel only reads them.
+    rc(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// A detached copy of the mount tree at the object `at` refers to, with every mount below it
+/// (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH)`, Linux 5.2).
+pub(crate) fn clone_tree(at: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let flags = OPEN_TREE_CLONE
+        | AT_RECURSIVE
+        | libc::c_uint::try_from(libc::AT_EMPTY_PATH | libc::O_CLOEXEC).unwrap_or(0);
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH makes the kernel use `at`, an open
+    // descriptor; it reads the path and returns a new descriptor or -1.
+    let fd =
+        rc(unsafe { libc::syscall(libc::SYS_open_tree, at.as_raw_fd(), c"".as_ptr(), flags) })?;
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `open_tree` just returned this descriptor, which nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attaches the detached tree `tree` on top of the object `target` refers to (`move_mount`).
+pub(crate) fn attach_tree(
+    tree: std::os::fd::BorrowedFd<'_>,
+    target: std::os::fd::BorrowedFd<'_>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: both paths are empty NUL-terminated strings and both descriptors are open; with
+    // the two EMPTY_PATH flags the kernel uses the descriptors and writes no memory of ours.
+    rc(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `setxattr(path, name, "", 0, XATTR_REPLACE)`: replaces an existing attribute with an empty
+/// value; fails with `ENODATA` (changing nothing) when the file does not have it.
+pub(crate) fn replace_xattr(path: &std::path::Path, name: &std::ffi::CStr) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `path` and `name` are NUL-terminated strings living for the call; the value
+    // pointer is valid for its length 0. The kernel only reads them.
+    let r = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            c"".as_ptr().cast(),
+            0,
+            libc::XATTR_REPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

@@ -188,6 +188,14 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
                     or_none(&sb.network.allow)
                 }
             ));
+            let tasks = sb.limits.as_ref().and_then(|l| l.tasks);
+            s.push_str(&format!(
+                "  limits       tasks: {}; core dumps: off\n",
+                tasks.map_or_else(
+                    || format!("{} (default)", mcpsum_sandbox::Limits::DEFAULT_TASKS),
+                    |t| t.to_string()
+                )
+            ));
         }
         None => s.push_str("  sandbox      none\n"),
     }

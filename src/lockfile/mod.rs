@@ -240,6 +240,18 @@ pub struct SandboxPolicy {
     /// Network rules; absent means no network at all.
     #[serde(default)]
     pub network: NetworkPolicy,
+    /// Resource limits of the server's process tree; absent means the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsPolicy>,
+}
+
+/// `policy.sandbox.limits`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsPolicy {
+    /// The most tasks (processes and threads) of the server's tree; absent means 1,024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u64>,
 }
 
 /// `policy.sandbox.filesystem`.

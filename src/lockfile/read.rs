@@ -521,6 +521,14 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
         for problem in crate::sandboxing::check_policy_syntax(sandbox) {
             problems.push(format!("{}: {problem}", at("policy.sandbox")));
         }
+        if let Some(reason) = sandbox
+            .limits
+            .as_ref()
+            .and_then(|l| l.tasks)
+            .and_then(mcpsum_sandbox::check_tasks)
+        {
+            problems.push(format!("{}: {reason}", at("policy.sandbox.limits.tasks")));
+        }
     }
 }
 

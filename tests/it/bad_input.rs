@@ -209,6 +209,79 @@ fn invalid_sandbox_policy() {
     refused_everywhere(&w, &["servers.notes.policy.sandbox", "relative/notes"]);
 }
 
+/// `policy.sandbox.limits`: an unknown key and an out-of-range value are refused with the key
+/// path and the place in the file (an older mcpsum refuses the whole key the same way).
+#[test]
+fn invalid_sandbox_limits() {
+    for (limits, needle) in [
+        (
+            json!({"tasks": 0}),
+            "servers.notes.policy.sandbox.limits.tasks: 0 is not a task limit",
+        ),
+        (
+            json!({"tasks": 5_000_000}),
+            "servers.notes.policy.sandbox.limits.tasks: 5000000 is not",
+        ),
+        (
+            json!({"procs": 10}),
+            "at `servers.notes.policy.sandbox.limits.procs`: unknown field `procs`",
+        ),
+        (
+            json!({"tasks": -1}),
+            "at `servers.notes.policy.sandbox.limits.tasks`: invalid value",
+        ),
+    ] {
+        let w = two_servers();
+        let mut v = w.lock_json();
+        v["servers"]["notes"]["policy"] = json!({"sandbox": {
+            "filesystem": {"read": [], "write": []},
+            "network": {"allow": []},
+            "limits": limits}});
+        write_json(&w, &v);
+        let r = refused_everywhere(&w, &[needle]);
+        // `file:line:column: ` before the key.
+        let path = w.lockfile().display().to_string();
+        let at = r
+            .stderr
+            .find(&format!("{path}:"))
+            .expect("the file is named");
+        let place: String = r.stderr[at + path.len() + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ':')
+            .collect();
+        assert_eq!(place.matches(':').count(), 2, "{place:?}: {}", r.stderr);
+    }
+}
+
+/// A valid `policy.sandbox.limits` is read and shown; without it `show` names the default.
+#[test]
+fn sandbox_limits_are_shown() {
+    for (limits, shown) in [
+        (
+            Some(json!({"tasks": 256})),
+            "limits       tasks: 256; core dumps: off",
+        ),
+        (
+            Some(json!({})),
+            "limits       tasks: 1024 (default); core dumps: off",
+        ),
+        (None, "limits       tasks: 1024 (default); core dumps: off"),
+    ] {
+        let w = two_servers();
+        let mut v = w.lock_json();
+        let mut sandbox =
+            json!({"filesystem": {"read": [], "write": []}, "network": {"allow": []}});
+        if let Some(l) = limits {
+            sandbox["limits"] = l;
+        }
+        v["servers"]["notes"]["policy"] = json!({ "sandbox": sandbox });
+        write_json(&w, &v);
+        let r = w.run(&["show", "--name", "notes"]);
+        r.code(0);
+        assert!(r.stdout.contains(shown), "{shown}: {}", r.stdout);
+    }
+}
+
 #[test]
 fn not_json_at_all() {
     let w = two_servers();

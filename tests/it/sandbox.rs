@@ -7,7 +7,7 @@
 //! Only loopback is ever contacted here; `tests/it/egress.rs` builds its own network namespaces.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -554,7 +554,15 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
         let w = Sbx::new(uid);
         std::fs::create_dir(w.p("allowed")).unwrap();
         std::fs::write(w.p("allowed/hello.txt"), "hello inside").unwrap();
+        // Overwriting a file, the server replaces it by a rename and restores its mode with
+        // `chmod`: that must work in the write set, for root too.
+        std::fs::write(w.p("allowed/run.sh"), "#!/bin/sh\n").unwrap();
         w.chown();
+        std::fs::set_permissions(
+            w.p("allowed/run.sh"),
+            std::fs::Permissions::from_mode(0o750),
+        )
+        .unwrap();
         if uid != 0 && !nobody_can_run(&["/usr/bin/test", "-r", &index.display().to_string()]) {
             eprintln!("skipping uid {uid}: it cannot read `{}`", index.display());
             continue;
@@ -587,6 +595,8 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
                  "arguments": {"path": w.s("outside/pwned.txt"), "content": "x"}},
                 {"op": "call", "name": "write_file",
                  "arguments": {"path": w.s("allowed/new.txt"), "content": "written"}},
+                {"op": "call", "name": "write_file",
+                 "arguments": {"path": w.s("allowed/run.sh"), "content": "#!/bin/sh\ntrue\n"}},
             ]),
         );
         let steps = &r["steps"];
@@ -622,6 +632,13 @@ fn filesystem_server_cannot_read_outside_even_when_asked() {
             "written",
             "uid {uid}: {}",
             steps[5]
+        );
+        let run = std::fs::metadata(w.p("allowed/run.sh")).unwrap();
+        assert_eq!(
+            (run.len(), run.permissions().mode() & 0o7777),
+            (15, 0o750),
+            "uid {uid}: the rewritten file lost its mode (chmod refused?): {}",
+            steps[6]
         );
     }
 }
@@ -678,11 +695,12 @@ fn escape_battery(allow_mode: bool) {
         } else {
             vec![]
         };
-        let pol = policy(
+        let mut pol = policy(
             &[helper("").display().to_string(), w.s("data")],
             &[],
             &allow,
         );
+        pol["limits"] = json!({"tasks": BATTERY_TASKS});
         let r = w.lock("escape", &pol, &escape_argv());
         if let Some(why) = kernel_lacks(&r) {
             return skip(&why);
@@ -691,6 +709,12 @@ fn escape_battery(allow_mode: bool) {
         let mut s = Session::start(
             w.command(&["proxy", "--name", "escape"]),
             w.p("proxy.stderr"),
+        );
+        metadata_and_tasks(
+            &mut s,
+            &w,
+            View::MountNamespace,
+            &format!("uid {uid}, allow {allow:?}"),
         );
         let res = s.call(
             "escape",
@@ -710,7 +734,8 @@ fn escape_battery(allow_mode: bool) {
         // Positive controls: the battery runs where it should succeed.
         assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
         assert_eq!(res["write_private_tmp"]["ok"], json!(true), "{ctx}");
-        let acc = ["EACCES", "EPERM"];
+        // EROFS: the read-only view answers writes outside before Landlock does.
+        let acc = ["EACCES", "EPERM", "EROFS"];
         for key in [
             "read_ssh_key",
             "list_home",
@@ -728,10 +753,10 @@ fn escape_battery(allow_mode: bool) {
         refused_secrets(&res, &w, &ctx);
         if uid == 0 {
             refused(&res, "read_shadow", &acc, &ctx);
-            // Root owns every file: it may change no mode by path. (A user's server can still
-            // change the plain mode bits of that user's own files.)
-            refused(&res, "chmod_outside_plain", &acc, &ctx);
         }
+        // Outside the write set the filesystem is read-only, for root and for a user's own
+        // files alike.
+        refused(&res, "chmod_outside_plain", &["EROFS"], &ctx);
         // Landlock refuses the link (EXDEV without the Refer right across, EACCES otherwise).
         refused(
             &res,
@@ -904,6 +929,197 @@ fn read_classes(allow_mode: bool) {
     }
 }
 
+/// The task limit of the battery's policy.
+const BATTERY_TASKS: u64 = 48;
+
+/// How the battery's sandbox keeps metadata outside the write set unchanged.
+#[derive(Clone, Copy, PartialEq)]
+enum View {
+    /// Own user + mount namespace: `EROFS` outside, changes in `${TMP}` work.
+    MountNamespace,
+    /// No user namespace: seccomp refuses every change, the write set's too.
+    Compensated,
+}
+
+/// The metadata class (modes, times, owners, xattrs of home, `~/.ssh/id_*`, a read-granted
+/// file, the lockfile, a file outside: refused, and unchanged afterwards) and a fork bomb that
+/// stops at the task limit.
+fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
+    let targets = [
+        ("home", w.p("home")),
+        ("ssh_key", w.p("home/.ssh/id_ed25519")),
+        ("read_granted", w.p("data/readme.txt")),
+        ("lockfile", w.lockfile()),
+        ("outside", w.p("outside/secret.txt")),
+    ];
+    let stat = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.mode(), m.uid(), m.gid(), m.mtime(), m.atime())
+    };
+    let before: Vec<_> = targets.iter().map(|(_, p)| stat(p)).collect();
+    let args: serde_json::Map<String, Value> = targets
+        .iter()
+        .map(|(k, p)| ((*k).to_owned(), json!(p)))
+        .collect();
+    let res = s.call("metadata", json!({ "targets": args }));
+    let ctx = format!("{ctx}: {res:#}");
+    let calls = [
+        "chmod",
+        "fchmod",
+        "fchmodat",
+        "utimensat",
+        "futimens",
+        "chown",
+        "lchown",
+        "setxattr",
+        "removexattr",
+        "fsetxattr",
+    ];
+    for (label, _) in &targets {
+        for call in calls {
+            // EACCES: Landlock refused opening it (the `f*` calls need a descriptor).
+            refused(
+                &res,
+                &format!("{label}.{call}"),
+                &["EROFS", "EPERM", "EACCES"],
+                &ctx,
+            );
+        }
+    }
+    for ((label, p), was) in targets.iter().zip(&before) {
+        assert_eq!(&stat(p), was, "{ctx}: {label} changed");
+    }
+    // In the private tmp: modes and times change where the view is in place; owners and
+    // xattrs never.
+    for call in ["chmod", "fchmod", "fchmodat", "utimensat", "futimens"] {
+        let key = format!("tmp.{call}");
+        match view {
+            View::MountNamespace => assert_eq!(res[&key]["ok"], json!(true), "{ctx}: {key}"),
+            View::Compensated => refused(&res, &key, &["EPERM"], &ctx),
+        }
+    }
+    for call in ["chown", "setxattr", "fsetxattr"] {
+        refused(&res, &format!("tmp.{call}"), &["EPERM"], &ctx);
+    }
+
+    if w.uid == 0 {
+        // The kernel exempts the host's uid 0 from RLIMIT_NPROC in every user namespace: the
+        // limit does not bind a root server (`sandbox test` names it).
+        return;
+    }
+    let bomb = s.call("forkbomb", json!({"max": 2000}));
+    assert_eq!(
+        bomb["errno"], "EAGAIN",
+        "{ctx}: the fork bomb did not stop: {bomb}"
+    );
+    let forked = bomb["forked"].as_u64().unwrap();
+    match view {
+        // The server itself is one of the tree's tasks.
+        View::MountNamespace => assert_eq!(forked, BATTERY_TASKS - 1, "{ctx}: {bomb}"),
+        // The limit counts the user's tasks at launch too.
+        View::Compensated => assert!(forked < 2000, "{ctx}: {bomb}"),
+    }
+    let ping = s.request("ping", json!({}));
+    assert!(ping.get("result").is_some(), "{ctx}: {ping}");
+}
+
+/// Where no user namespace can be made (`user.max_user_namespaces` = 0 in a user namespace of
+/// the test's own), `network.allow: []` still runs, with the compensation: seccomp refuses
+/// every mode, owner, time and xattr change, and the task limit holds.
+#[test]
+fn escape_battery_without_user_namespaces() {
+    for uid in users() {
+        let mut w = Sbx::new(uid);
+        // Mapped to root in the test's namespace, `nobody` must not pick root's `/tmp/mcpsum-0`.
+        std::fs::create_dir(w.p("tmp")).unwrap();
+        w.chown();
+        w.extra_env.push(("TMPDIR".into(), w.s("tmp")));
+        let mut pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+        pol["limits"] = json!({"tasks": BATTERY_TASKS});
+        let r = w.lock("escape", &pol, &escape_argv());
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let limited = |args: &[&str]| {
+            let mut argv = w.argv(args);
+            let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+            let wrap = [
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "/bin/sh",
+                "-c",
+                "echo 0 >/proc/sys/user/max_user_namespaces && exec \"$@\"",
+                "sh",
+            ];
+            argv.splice(at..at, wrap.map(str::to_owned));
+            command_of(&argv, &w.root)
+        };
+        let probe = run_output(&mut limited(&["--version"]));
+        if probe.code != 0 {
+            return skip(&format!(
+                "cannot lower the limit in a user namespace: {probe:?}"
+            ));
+        }
+        let report = run_output(&mut limited(&["sandbox", "test", "--name", "escape"]));
+        assert_eq!(report.code, 0, "uid {uid}: {report:#?}");
+        for needle in [
+            "namespaces       none (user.max_user_namespaces is 0",
+            "read-only view   missing (user.max_user_namespaces is 0): seccomp refuses every mode",
+            "chmod 0600 a file in ${TMP}",
+        ] {
+            assert!(
+                report.stdout.contains(needle),
+                "uid {uid}: {needle}: {report:#?}"
+            );
+        }
+        let mut s = Session::start(limited(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+        metadata_and_tasks(
+            &mut s,
+            &w,
+            View::Compensated,
+            &format!("uid {uid}, no userns"),
+        );
+    }
+}
+
+/// Where the kernel refuses `unshare` although nothing said so beforehand (a container's seccomp
+/// profile), `network.allow: []` still runs: the launcher applies the same compensation itself
+/// (a mode change in `${TMP}`, which the view would allow, is refused: the compensation is on).
+#[test]
+fn escape_battery_when_unshare_is_refused_at_launch() {
+    if !cfg!(target_arch = "x86_64") {
+        return skip("the filter of no_unshare.py uses x86_64 numbers");
+    }
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let mut pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+        pol["limits"] = json!({"tasks": BATTERY_TASKS});
+        let r = w.lock("escape", &pol, &escape_argv());
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let mut argv = w.argv(&["proxy", "--name", "escape"]);
+        let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+        argv.splice(
+            at..at,
+            [
+                support::PYTHON.to_owned(),
+                helper("no_unshare.py").display().to_string(),
+            ],
+        );
+        let mut s = Session::start(command_of(&argv, &w.root), w.p("proxy.stderr"));
+        metadata_and_tasks(
+            &mut s,
+            &w,
+            View::Compensated,
+            &format!("uid {uid}, unshare refused"),
+        );
+    }
+}
+
 /// `lock`, `verify` and `proxy` all start the server inside its sandbox: it tries to create a
 /// marker file outside its write set at start, which works only unsandboxed (the control).
 #[test]
@@ -952,7 +1168,7 @@ fn lock_verify_and_proxy_run_the_server_sandboxed() {
         let list = s.request("tools/list", json!({}));
         assert_eq!(
             list["result"]["tools"].as_array().map(Vec::len),
-            Some(4),
+            Some(6),
             "{list}"
         );
         drop(s);

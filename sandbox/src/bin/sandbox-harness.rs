@@ -96,6 +96,7 @@ mod linux {
             read: cfg.read.clone(),
             write: cfg.write.clone(),
             allow: cfg.allow.clone(),
+            tasks: None,
         };
         let validated = mcpsum_sandbox::validate(&policy, &protected).map_err(|errs| {
             errs.iter()

@@ -17,6 +17,12 @@ Run as `/usr/bin/python3 escape_server.py [--marker PATH]` (no environment neede
   `direct` (a TCP connection to host:port, bypassing the proxy).
 - `spawn {seconds}`: starts `/usr/bin/sleep SECONDS` as a child and, through `setsid` and a
   double fork, as a detached daemon; answers their pids and the private `TMPDIR`.
+- `metadata {targets: {label: path}}`: for each target, tries to change its mode (`chmod`,
+  `fchmod`, `fchmodat`), times (`utimensat`, `futimens`), owner (`chown`, `lchown`) and
+  extended attributes (`setxattr`, `removexattr`, `fsetxattr`); `"label.call"` entries as
+  `escape` answers them. The same calls on a file of its own in `TMPDIR` are `tmp.*`.
+- `forkbomb {max}`: forks children that wait, until `fork` fails or `max` are running; answers
+  `{"forked": N, "errno": "EAGAIN"}` and ends them all.
 """
 
 import ctypes
@@ -34,7 +40,10 @@ import urllib.request
 
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 OBJ = {"type": "object"}
-TOOLS = [{"name": n, "inputSchema": OBJ} for n in ("escape", "fetch", "raw", "spawn")]
+TOOLS = [
+    {"name": n, "inputSchema": OBJ}
+    for n in ("escape", "fetch", "raw", "spawn", "metadata", "forkbomb")
+]
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -152,6 +161,72 @@ def escape(a):
     return r
 
 
+def with_fd(path, fn):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return fn(fd)
+    finally:
+        os.close(fd)
+
+
+def metadata_calls(path):
+    st = os.stat(path)
+    # A mode that differs from the current one in a plain bit (never setuid or o+w, which
+    # seccomp refuses whatever the view), so a call that went through shows in the mode.
+    mode = (st.st_mode & 0o777) ^ 0o004
+    now = (st.st_atime + 3600, st.st_mtime + 3600)
+    parent = os.open(os.path.dirname(path) or "/", os.O_PATH | os.O_DIRECTORY)
+    name = os.path.basename(path)
+    calls = {
+        "chmod": lambda: os.chmod(path, mode),
+        "fchmod": lambda: with_fd(path, lambda fd: os.chmod(fd, mode)),
+        "fchmodat": lambda: os.chmod(name, mode, dir_fd=parent),
+        "utimensat": lambda: os.utime(path, now),
+        "futimens": lambda: with_fd(path, lambda fd: os.utime(fd, now)),
+        "chown": lambda: os.chown(path, os.getuid(), os.getgid()),
+        "lchown": lambda: os.lchown(path, os.getuid(), os.getgid()),
+        "setxattr": lambda: os.setxattr(path, "user.mcpsum", b"x"),
+        "removexattr": lambda: os.removexattr(path, "user.mcpsum-none"),
+        "fsetxattr": lambda: with_fd(path, lambda fd: os.setxattr(fd, "user.mcpsum", b"x")),
+    }
+    try:
+        return {k: attempt(f) for k, f in calls.items()}
+    finally:
+        os.close(parent)
+
+
+def metadata(a):
+    r = {}
+    own = os.path.join(os.environ["TMPDIR"], "own-file")
+    write(own)
+    for label, path in list(a["targets"].items()) + [("tmp", own)]:
+        try:
+            got = metadata_calls(path)
+        except OSError as e:
+            got = {"stat": {"ok": False, "errno": errno.errorcode.get(e.errno, str(e.errno))}}
+        for call, v in got.items():
+            r[f"{label}.{call}"] = v
+    return r
+
+
+def forkbomb(a):
+    pids, err = [], None
+    try:
+        while len(pids) < a["max"]:
+            pid = os.fork()
+            if pid == 0:
+                signal.pause()
+                os._exit(0)
+            pids.append(pid)
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, str(e.errno))
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return {"forked": len(pids), "errno": err}
+
+
 def fetch(a):
     try:
         with urllib.request.urlopen(a["url"], timeout=a.get("timeout", 15)) as resp:
@@ -249,7 +324,14 @@ def spawn(a):
     return {"child": child, "daemon": daemon, "server": os.getpid(), "tmpdir": os.environ.get("TMPDIR")}
 
 
-HANDLERS = {"escape": escape, "fetch": fetch, "raw": raw, "spawn": spawn}
+HANDLERS = {
+    "escape": escape,
+    "fetch": fetch,
+    "raw": raw,
+    "spawn": spawn,
+    "metadata": metadata,
+    "forkbomb": forkbomb,
+}
 
 
 def answer(msg):
