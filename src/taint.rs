@@ -68,6 +68,11 @@ impl Labels {
         self.sinks.contains(call.label())
     }
 
+    /// Whether any source label is set.
+    pub fn has_sources(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
     /// Whether any label is set.
     pub fn any(&self) -> bool {
         !self.sources.is_empty() || !self.sinks.is_empty()
@@ -563,24 +568,73 @@ pub fn prompt_text(
     ))
 }
 
-/// Whether a person could not see `c`, or it would change how the text around it reads: C0 and
-/// C1 controls, DEL, bidirectional marks, embeddings, overrides and isolates, zero-width and
-/// other invisible format characters, fillers, variation selectors and tag characters.
+/// Whether a person could not see `c`, or it would change how the text around it reads: every
+/// character of the Unicode general categories Cc, Cf, Co, Cn (controls, format characters:
+/// bidirectional marks, zero-width ones, tags; private use; unassigned), Zl, Zp and Zs but the
+/// plain space, Mn and Me (combining marks, which overlay the character before them), and the
+/// fillers that are letters yet show nothing (Hangul fillers, the blank braille pattern).
 pub fn is_hidden_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
-            | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}'
-            | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}'
-            | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    if c == ' ' {
+        return false;
+    }
+    matches!(
+        get_general_category(c),
+        G::Control
+            | G::Format
+            | G::PrivateUse
+            | G::Unassigned
+            | G::Surrogate
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::SpaceSeparator
+            | G::NonspacingMark
+            | G::EnclosingMark
+    ) || matches!(
+        c,
+        '\u{115f}' | '\u{1160}' | '\u{2800}' | '\u{3164}' | '\u{ffa0}' | SPACE_RUN_MARK
+    )
 }
 
+/// Spaces in a row inside a string, at most, shown as they are; a longer run is shown as
+/// `␠×N`, so spaces cannot push the rest of a value off the screen.
+const MAX_SPACE_RUN: usize = 8;
+
+/// The mark of a run of spaces; escaped where it stands for itself.
+const SPACE_RUN_MARK: char = '\u{2420}';
+
 /// Pretty JSON as the prompt shows it: each hidden character inside a string becomes its JSON
-/// `\uXXXX` escape (so the text is still the same JSON); the layout's newlines stay.
+/// `\uXXXX` escape (so the text is still the same JSON), and a run of more than
+/// [`MAX_SPACE_RUN`] spaces inside a string becomes `␠×N`; the layout's newlines and
+/// indentation stay.
 fn shown_json(pretty: &str) -> String {
     let mut out = String::with_capacity(pretty.len());
+    let (mut in_string, mut escaped, mut spaces) = (false, false, 0usize);
+    let flush = |out: &mut String, spaces: &mut usize| {
+        if *spaces > MAX_SPACE_RUN {
+            out.push_str(&format!("{SPACE_RUN_MARK}\u{d7}{spaces}"));
+        } else {
+            out.extend(std::iter::repeat_n(' ', *spaces));
+        }
+        *spaces = 0;
+    };
     for c in pretty.chars() {
+        if in_string && c == ' ' {
+            spaces += 1;
+            continue;
+        }
+        flush(&mut out, &mut spaces);
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
         if c != '\n' && is_hidden_char(c) {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
@@ -590,6 +644,7 @@ fn shown_json(pretty: &str) -> String {
             out.push(c);
         }
     }
+    flush(&mut out, &mut spaces);
     out
 }
 
