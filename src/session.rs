@@ -6,9 +6,14 @@
 //! processes are per server, so taken as the client they would give each server a session of
 //! its own and taint would never cross. What a process is comes from the binary it runs
 //! (`/proc/PID/exe`, which it cannot change) and its command line; never from its `comm` or its
-//! `argv[0]` alone, which any process can set to anything.
+//! `argv[0]` alone, which any process can set to anything. A wrapper missing from the names
+//! (strace, sudo, a version manager's shim, a secrets runner) is known by its stdio: it passes
+//! its own stdin and stdout on, so they are the very pipes of mcpsum's, while the client holds
+//! the other ends on other descriptors and has its own stdio. Taking a wrapper for the client
+//! splits a session (taint would not cross); taking the client for a wrapper merges sessions,
+//! the safe direction.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -52,9 +57,11 @@ pub fn current() -> Session {
 fn of_parent(parent: u32) -> Session {
     let mut pid = parent;
     let mut chain = Vec::new();
+    let ours = stdio_of("self");
     loop {
         let name = what(pid);
-        let wrapper = name.as_ref().is_some_and(|(_, w)| *w);
+        let wrapper = name.as_ref().is_some_and(|(_, w)| *w)
+            || (ours.is_some() && stdio_of(&pid.to_string()) == ours);
         chain.push(Hop {
             pid,
             name: name.map_or_else(|| "?".to_owned(), |(n, _)| n),
@@ -167,6 +174,21 @@ pub fn classify(exe: &Path, argv: &[String]) -> (String, bool) {
         _ => false,
     };
     (name, wrapper)
+}
+
+/// Process `pid`'s stdin and stdout when both are pipes or sockets (`pipe:[inode]`): objects
+/// that only the processes sharing them have. A terminal is shared by every process of a
+/// person's shell, the client among them, so it says nothing; `None` then.
+fn stdio_of(pid: &str) -> Option<[PathBuf; 2]> {
+    let link = |fd: u8| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .ok()
+            .filter(|l| {
+                let l = l.to_string_lossy();
+                l.starts_with("pipe:[") || l.starts_with("socket:[")
+            })
+    };
+    Some([link(0)?, link(1)?])
 }
 
 /// A process's parent pid (`/proc/PID/stat` field 4), or `None` when it is gone.
