@@ -178,6 +178,10 @@ impl Proxy {
             if self.quarantine.is_some() {
                 return None;
             }
+            // During a source call, a log or progress message taints first: the general path.
+            if self.source_in_flight().is_some() {
+                return None;
+            }
             if &*method.as_str()? == "notifications/message" {
                 let level = m.get_in("params", "level").and_then(|l| l.as_str());
                 if !self.client_wants_logs(level.as_deref()) {
@@ -203,6 +207,10 @@ impl Proxy {
             return None;
         }
         let (result, error) = (m.get("result"), m.get("error"));
+        if result.is_some() && error.is_some() {
+            // Forbidden by JSON-RPC: answered on the general path.
+            return None;
+        }
         let mut drop_fields: &[&str] = &[];
         let mut add_type = false;
         match result {

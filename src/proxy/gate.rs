@@ -523,16 +523,107 @@ impl Proxy {
     /// result is then withheld, since the session's other proxies would not know to ask before
     /// their sinks (fail closed).
     pub(super) fn after_result(&mut self, method: &str, item: &str) -> Result<(), String> {
-        let Some(call) = call_of(method, item) else {
+        let Some(source) = self.source_of(method, item) else {
             return Ok(());
         };
+        self.taint_now(
+            &source,
+            method,
+            item,
+            "a source's answer reached the client",
+            &format!("the result of `{item}`"),
+        )
+    }
+
+    /// The name a source call's taint mark gives it; `None` when the call is no source.
+    fn source_of(&self, method: &str, item: &str) -> Option<String> {
+        let call = call_of(method, item)?;
         if !self.taint.labels.is_source(call) {
-            return Ok(());
+            return None;
         }
-        let source = match call {
+        Some(match call {
             Call::Tool(t) => t.to_owned(),
             Call::ResourceRead | Call::PromptGet => format!("{} {item}", call.label()),
+        })
+    }
+
+    /// The server's source call in flight (method and item), if any, a client's call or one
+    /// in an input round.
+    pub(super) fn source_in_flight(&self) -> Option<(String, String)> {
+        let is_source = |m: &str, i: &str| self.source_of(m, i).is_some();
+        self.pending
+            .values()
+            .find_map(|p| match p {
+                super::Pending::Client { method, item, .. } if is_source(method, item) => {
+                    Some((method.clone(), item.clone()))
+                }
+                _ => None,
+            })
+            .or_else(|| {
+                self.rounds
+                    .values()
+                    .find(|r| is_source(&r.method, &r.item))
+                    .map(|r| (r.method.clone(), r.item.clone()))
+            })
+    }
+
+    /// Before a server's own request (`method`: sampling, elicitation, anything but `ping` and
+    /// `roots/list`) reaches the client: it carries the server's text, to the model as often as
+    /// not. It taints with the source call in flight; a server with source labels and no
+    /// source call in flight taints anyway, naming the request (its text may be a source's
+    /// all the same). `Err` (the message for the server) when the taint cannot be recorded:
+    /// the request is not relayed then.
+    pub(super) fn before_server_request(&mut self, method: &str) -> Result<(), String> {
+        let what = format!("the request `{method}`");
+        if let Some((m, i)) = self.source_in_flight() {
+            let source = self.source_of(&m, &i).unwrap_or_default();
+            return self.taint_now(
+                &source,
+                &m,
+                &i,
+                "a server request reached the client during a source call",
+                &what,
+            );
+        }
+        if !self.taint.labels.has_sources() {
+            return Ok(());
+        }
+        self.taint_now(
+            &format!("{method} (outside any call)"),
+            method,
+            "",
+            "a server request reached the client while no source call was in flight",
+            &what,
+        )
+    }
+
+    /// Before a server's log or progress notification reaches the client during a source
+    /// call: its text may be the source's. `Err` when the taint cannot be recorded: the
+    /// notification is dropped then.
+    pub(super) fn before_server_notification(&mut self, method: &str) -> Result<(), String> {
+        let Some((m, i)) = self.source_in_flight() else {
+            return Ok(());
         };
+        let source = self.source_of(&m, &i).unwrap_or_default();
+        self.taint_now(
+            &source,
+            &m,
+            &i,
+            "a server notification reached the client during a source call",
+            &format!("the notification `{method}`"),
+        )
+    }
+
+    /// Records the session's taint by `source` (when not tainted yet) before `what` reaches
+    /// the client; `Err` (the message for whom `what` is withheld from) when that fails.
+    fn taint_now(
+        &mut self,
+        source: &str,
+        method: &str,
+        item: &str,
+        reason: &str,
+        what: &str,
+    ) -> Result<(), String> {
         let server = self.name.clone();
         let Some(store) = self.taint.store.as_mut() else {
             return Ok(());
@@ -541,7 +632,7 @@ impl Proxy {
             server,
             // A URI is the client's: the state file and every prompt that names the source
             // keep a prefix and the digest, as the audit log does.
-            item: crate::audit::capped(&source, crate::audit::FIELD_MAX).into_owned(),
+            item: crate::audit::capped(source, crate::audit::FIELD_MAX).into_owned(),
             ts: crate::audit::now_rfc3339(),
         };
         let tainted_now = store.update(|s| {
@@ -554,17 +645,20 @@ impl Proxy {
         });
         match tainted_now {
             Ok(true) => {
-                self.audit.note("call", json!({"method": method, "item": item, "decision": "taint", "reason": "a source's answer reached the client"}));
+                self.audit.note(
+                    "call",
+                    json!({"method": method, "item": item, "decision": "taint", "reason": reason}),
+                );
                 Ok(())
             }
             Ok(false) => Ok(()),
             Err(e) => {
                 output_warn(&format!(
-                    "cannot record the taint of this session: {e}; the result of `{item}` is withheld"
+                    "cannot record the taint of this session: {e}; {what} is withheld"
                 ));
-                self.audit.note("refused", json!({"method": method, "item": item, "decision": "withhold", "reason": "the taint of a source's result could not be recorded in the session state"}));
+                self.audit.note("refused", json!({"method": method, "item": item, "decision": "withhold", "reason": "the taint of a source's text could not be recorded in the session state"}));
                 Err(format!(
-                    "the result of `{item}` (server `{}`) is withheld: it is untrusted content, and mcpsum could not record that in this session's state ({e}), so the session's other servers would not ask before acting; check the state directory",
+                    "{what} (server `{}`) is withheld: it is untrusted content, and mcpsum could not record that in this session's state ({e}), so the session's other servers would not ask before acting; check the state directory",
                     self.name
                 ))
             }

@@ -1056,12 +1056,17 @@ impl Proxy {
     }
 
     fn drop_junk(&mut self, from: &str, what: &str) {
+        self.note_capped(json!({"from": from, "decision": "drop", "reason": what}));
+    }
+
+    /// A "refused" record a peer can cause without bound (junk, requests refused unrelayed):
+    /// the first [`MAX_DROP_RECORDS`] of them are written, the rest counted.
+    fn note_capped(&mut self, record: Value) {
         self.drops += 1;
         if self.drops <= MAX_DROP_RECORDS {
-            self.audit.note(
-                "refused",
-                json!({"from": from, "decision": "drop", "reason": what}),
-            );
+            self.audit.note("refused", record);
+        } else if self.drops == MAX_DROP_RECORDS + 1 {
+            self.audit.note("refused", json!({"decision": "drop", "reason": format!("more than {MAX_DROP_RECORDS} messages refused or dropped: further ones are not recorded")}));
         }
     }
 
@@ -1899,7 +1904,19 @@ impl Proxy {
                     return self.start_round(round, result.get("inputRequests")).await;
                 }
                 let mut out = json!({"jsonrpc": "2.0", "id": client_id});
-                let ok = if let Some(mut result) = obj.get("result").cloned() {
+                let ok = if obj.contains_key("result") && obj.contains_key("error") {
+                    // JSON-RPC forbids both: neither is relayed, but a source's text may be in
+                    // either, and the client's model may see the error's.
+                    let mut message = format!(
+                        "server `{}` answered with both `result` and `error`, which JSON-RPC forbids; nothing of it is relayed (hint: report it to the server's authors)",
+                        self.name
+                    );
+                    if let Err(why) = self.after_result(&method, &item) {
+                        message = why;
+                    }
+                    out["error"] = json!({"code": codes::INTERNAL, "message": message});
+                    false
+                } else if let Some(mut result) = obj.get("result").cloned() {
                     if input_required
                         && modern_client
                         && let Some(args) = approved
@@ -2008,7 +2025,7 @@ impl Proxy {
         }
         if self.quarantine.is_some() {
             // A quarantined server reaches neither the client nor the model.
-            self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "quarantined"}));
+            self.note_capped(json!({"from": "server", "method": method, "decision": "refuse", "reason": "quarantined"}));
             return self
                 .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::QUARANTINED, "message": "the server is quarantined: its surface drifted from mcp.lock"}}))
                 .await;
@@ -2025,9 +2042,18 @@ impl Proxy {
                 .await;
         }
         if !declared {
-            self.audit.note("refused", json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
+            self.note_capped(json!({"from": "server", "method": method, "decision": "refuse", "reason": "the client did not declare this capability"}));
             return self
                 .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::METHOD_NOT_FOUND, "message": format!("the client does not accept `{method}`")}}))
+                .await;
+        }
+        // Its text reaches the client (a sampling request goes to the model): the session is
+        // tainted first, or the request is not relayed.
+        if method != "roots/list"
+            && let Err(why) = self.before_server_request(method)
+        {
+            return self
+                .send_server(json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INTERNAL, "message": why}}))
                 .await;
         }
         let ours = format!("mcpsum-{}", self.next_relay);
@@ -2211,6 +2237,12 @@ impl Proxy {
                 Some(client_id) => p["_meta"][META_SUBSCRIPTION] = client_id.clone(),
                 None => return,
             }
+        }
+        // A log or progress message during a source call may carry the source's text.
+        if matches!(method, "notifications/message" | "notifications/progress")
+            && self.before_server_notification(method).is_err()
+        {
+            return;
         }
         let mut msg = json!({"jsonrpc": "2.0", "method": method});
         if let Some(p) = params {

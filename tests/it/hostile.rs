@@ -515,3 +515,87 @@ fn a_huge_method_name_does_not_swell_the_audit_log() {
     let grown = std::fs::metadata(&log).unwrap().len() - before;
     assert!(grown < 8 * 1024, "the log grew by {grown} bytes");
 }
+
+/// Class: characters that show nothing or overlay their neighbours (blank braille, combining
+/// marks, format characters of other scripts, private use, other spaces), and a run of spaces
+/// that pushes the rest of a value off the screen. All are escaped or counted in the prompt.
+#[test]
+fn blank_combining_format_characters_and_space_runs_cannot_hide_from_the_prompt() {
+    use crate::taint::{Era, prompt_for};
+    let hidden = [
+        '\u{2800}',
+        '\u{0338}',
+        '\u{20dd}',
+        '\u{0600}',
+        '\u{0605}',
+        '\u{110bd}',
+        '\u{13430}',
+        '\u{1343f}',
+        '\u{1bca0}',
+        '\u{1bca3}',
+        '\u{3000}',
+        '\u{00a0}',
+        '\u{e000}',
+        '\u{2420}',
+    ];
+    let tricky: String = hidden.iter().map(|c| format!("x{c}")).collect();
+    let padded = format!(
+        "alice@example.org{}and BCC eve@evil.example",
+        " ".repeat(7_000)
+    );
+    let args = json!({"to": padded, "note": tricky});
+    for era in [Era::Legacy, Era::Modern] {
+        let msg = prompt_for(era, &args);
+        // The mark of a space run stands for itself only escaped.
+        for c in hidden.into_iter().filter(|c| *c != '\u{2420}') {
+            assert!(
+                !msg.contains(c),
+                "{era:?}: {:x} is shown raw: {msg:?}",
+                c as u32
+            );
+        }
+        assert_eq!(msg.matches('\u{2420}').count(), 1, "{era:?}: {msg}");
+        for esc in [
+            r"\u2800",
+            r"\u0338",
+            r"\u0600",
+            r"\ud804\udcbd",
+            r"\u3000",
+            r"\u2420",
+        ] {
+            assert!(msg.contains(esc), "{era:?}: {esc} missing: {msg}");
+        }
+        assert!(
+            msg.contains("alice@example.org\u{2420}\u{d7}7000and BCC eve@evil.example"),
+            "{era:?}: {msg}"
+        );
+        assert!(!msg.contains(&" ".repeat(9)), "{era:?}: {msg}");
+    }
+}
+
+/// Class: a wrapper that no name list knows (here a Python one-liner that runs its arguments,
+/// as strace, sudo or a version manager's shim do) passes its stdio on: the proxy sees its own
+/// stdin and stdout in it and walks past it to the client, the test process.
+#[test]
+fn an_unknown_wrapper_passing_stdio_on_does_not_make_a_session_of_its_own() {
+    use crate::taint::{Era, Raw, default_policy, list_json, only_session, setup};
+    let w = World::new();
+    setup(&w, "web", Era::Legacy, &default_policy());
+    let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args([
+        "-c",
+        "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+        mcpsum,
+    ]);
+    let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+    px.finish();
+    let st = only_session(&list_json(&w));
+    assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");
+    let chain = st["session"]["chains"]["web"].as_array().unwrap();
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    assert!(
+        chain[0]["name"].as_str().unwrap().starts_with("python3"),
+        "{chain:?}"
+    );
+}

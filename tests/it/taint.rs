@@ -2258,3 +2258,157 @@ fn proxies_started_through_a_shell_and_through_env_timeout_share_one_session() {
     );
     assert_eq!(list_json(&w)["sessions"].as_array().unwrap().len(), 1);
 }
+
+/// A server request line of `method` (id `fake-1`) whose text is [`INJECTED`].
+fn server_request_line(method: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": "fake-1", "method": method,
+           "params": {"message": INJECTED, "requestedSchema": {"type": "object", "properties": {}},
+                      "messages": [{"role": "user", "content": {"type": "text", "text": INJECTED}}],
+                      "maxTokens": 10}})
+    .to_string()
+}
+
+/// Class: a legacy server's own request to the client (sampling, elicitation) during a source
+/// call carries the source's text to the model: the session is tainted before it is relayed,
+/// and stays tainted when the client then cancels the call, so the sink still asks.
+#[test]
+fn a_legacy_servers_request_during_a_source_call_taints() {
+    for (method, caps) in [
+        ("sampling/createMessage", json!({"sampling": {}})),
+        ("elicitation/create", json!({"elicitation": {}})),
+    ] {
+        let w = World::new();
+        let tr = setup_error_sources(&w, Era::Legacy, false);
+        let mut px = Raw::start(&w, "web", Era::Legacy, caps);
+        let line = server_request_line(method);
+        px.send_request(
+            "src",
+            "tools/call",
+            json!({"name": "leak", "arguments": {"line": line}}),
+        );
+        let got = px.next(method, |m| m["method"] == method);
+        assert!(got.to_string().contains(INJECTED), "{method}: {got:#}");
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["taint"]["item"], "leak", "{method}: {st:#}");
+        px.send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": "src", "reason": "user"}}),
+        );
+        let (r, asked) = px.request_seen(
+            "s",
+            "tools/call",
+            json!({"name": "send", "arguments": {"to": "x"}}),
+            None,
+        );
+        assert!(
+            !asked.is_empty() || r.to_string().contains("cannot show"),
+            "{method}: the sink ran unasked: {r:#}"
+        );
+        px.finish();
+        assert!(!tools_called(&tr).iter().any(|t| t == "send"), "{method}");
+    }
+}
+
+/// Class: a server with source labels that asks the client something while no source call is
+/// in flight taints all the same (its text may be a source's), naming the request.
+#[test]
+fn a_server_request_outside_any_source_call_taints_naming_the_request() {
+    let w = World::new();
+    setup_error_sources(&w, Era::Legacy, false);
+    // `leak` is no source now: the request comes during a harmless call.
+    set_policy(
+        &w,
+        "web",
+        &json!({"taint": {"sources": ["read_page"], "sinks": ["send"]}}),
+    );
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({"sampling": {}}));
+    let line = server_request_line("sampling/createMessage");
+    px.send_request(
+        "n",
+        "tools/call",
+        json!({"name": "leak", "arguments": {"line": line}}),
+    );
+    px.next("sampling/createMessage", |m| {
+        m["method"] == "sampling/createMessage"
+    });
+    let st = only_session(&list_json(&w));
+    let item = st["session"]["taint"]["item"].as_str().unwrap_or_default();
+    assert!(item.contains("sampling/createMessage"), "{st:#}");
+    px.finish();
+}
+
+/// Class: a progress notification during a source call may carry the source's text: it
+/// taints before it reaches the client (on the fast path too).
+#[test]
+fn a_progress_notification_during_a_source_call_taints() {
+    for client in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        setup_error_sources(&w, Era::Legacy, false);
+        let mut px = Raw::start(&w, "web", client, json!({}));
+        let line = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": {"progressToken": "t", "progress": 1, "message": INJECTED}})
+        .to_string();
+        px.send_request(
+            "src",
+            "tools/call",
+            json!({"name": "leak", "arguments": {"line": line}, "_meta": {"progressToken": "t"}}),
+        );
+        let got = px.next("notifications/progress", |m| {
+            m["method"] == "notifications/progress"
+        });
+        assert!(got.to_string().contains(INJECTED), "{client:?}: {got:#}");
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["taint"]["item"], "leak", "{client:?}: {st:#}");
+        px.finish();
+    }
+}
+
+/// Class: an answer with both `result` and `error` (JSON-RPC forbids it) is relayed as neither:
+/// the client gets an internal error naming the server's fault, and a source's still taints.
+#[test]
+fn an_answer_with_both_result_and_error_is_an_internal_error_and_taints() {
+    for client in [Era::Legacy, Era::Modern] {
+        let w = World::new();
+        setup_error_sources(&w, Era::Legacy, false);
+        let mut px = Raw::start(&w, "web", client, json!({}));
+        let line = json!({"jsonrpc": "2.0", "id": "@ID@",
+                          "result": {"content": [{"type": "text", "text": INJECTED}]},
+                          "error": {"code": 1, "message": "x"}})
+        .to_string()
+        .replace("\"@ID@\"", "@ID@");
+        let r = px.call("e", "leak", json!({"line": line}));
+        assert!(r.get("result").is_none(), "{client:?}: {r:#}");
+        assert_eq!(r["error"]["code"], -32603, "{client:?}: {r:#}");
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            m.contains("server `web`") && m.contains("both `result` and `error`"),
+            "{client:?}: {m}"
+        );
+        assert!(!r.to_string().contains(INJECTED), "{client:?}: {r:#}");
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["taint"]["item"], "leak", "{client:?}: {st:#}");
+        px.finish();
+    }
+}
+
+/// Class: server requests the client never declared, sent without bound (a batch of 2025-03-26
+/// here), write a bounded number of audit records, as junk does.
+#[test]
+fn refused_server_requests_do_not_grow_the_audit_log_without_bound() {
+    let w = World::new();
+    setup_error_sources(&w, Era::Legacy, true);
+    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let mut batch: Vec<Value> = (0..400)
+        .map(|k| json!({"jsonrpc": "2.0", "id": format!("s{k}"), "method": "sampling/createMessage", "params": {}}))
+        .collect();
+    batch.push(json!({"jsonrpc": "2.0", "id": "@ID@", "result": {"content": []}}));
+    let line = Value::Array(batch).to_string().replace("\"@ID@\"", "@ID@");
+    let r = px.call("n", "note", json!({}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    let r = px.call("f", "leak", json!({"line": line}));
+    assert!(r.get("result").is_some(), "{r:#}");
+    px.finish();
+    let refused = audit(&w).iter().filter(|r| r["event"] == "refused").count();
+    assert!(refused > 10, "the refusals are recorded: {refused}");
+    assert!(refused <= 110, "{refused} refused records");
+}
