@@ -22,10 +22,26 @@ pub(crate) struct Client {
     rx: mpsc::Receiver<Value>,
 }
 
+/// A client of its own: runs its arguments with new pipes and relays lines both ways.
+const RELAY: &str = "import subprocess, sys, threading
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def up():
+    for line in iter(sys.stdin.buffer.readline, b''):
+        p.stdin.write(line)
+        p.stdin.flush()
+    p.stdin.close()
+threading.Thread(target=up, daemon=True).start()
+for line in iter(p.stdout.readline, b''):
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+sys.exit(p.wait())
+";
+
 impl Client {
     /// `mcpsum proxy --name NAME`; with `own_session` it runs under a Python process that
-    /// stays its parent: another client, so a session of its own (a shell would not be: the
-    /// session is the client past shells and launchers).
+    /// stays its parent and relays over pipes of its own: another client, so a session of its
+    /// own (a shell or a wrapper that passes its stdio on would not be: the session is the
+    /// client past them).
     pub(crate) fn start(w: &World, name: &str, own_session: bool) -> Self {
         let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
         let lockfile = w.lockfile();
@@ -38,12 +54,7 @@ impl Client {
         ];
         let mut c = if own_session {
             let mut c = Command::new("/usr/bin/python3");
-            c.args([
-                "-c",
-                "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
-                mcpsum,
-            ])
-            .args(args);
+            c.args(["-c", RELAY, mcpsum]).args(args);
             c
         } else {
             let mut c = Command::new(mcpsum);
