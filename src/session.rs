@@ -9,7 +9,8 @@
 //! `argv[0]` alone, which any process can set to anything. A wrapper missing from the names
 //! (strace, sudo, a version manager's shim, a secrets runner) is known by its stdio: it passes
 //! its own stdin and stdout on, so they are the very pipes of mcpsum's, while the client holds
-//! the other ends on other descriptors and has its own stdio. Taking a wrapper for the client
+//! the other ends on other descriptors and has its own stdio. A tracer (strace) that is the
+//! parent of the process it traces is a wrapper too. Taking a wrapper for the client
 //! splits a session (taint would not cross); taking the client for a wrapper merges sessions,
 //! the safe direction.
 
@@ -58,10 +59,13 @@ fn of_parent(parent: u32) -> Session {
     let mut pid = parent;
     let mut chain = Vec::new();
     let ours = stdio_of("self");
+    let mut below = "self".to_owned();
     loop {
         let name = what(pid);
         let wrapper = name.as_ref().is_some_and(|(_, w)| *w)
-            || (ours.is_some() && stdio_of(&pid.to_string()) == ours);
+            || (ours.is_some() && stdio_of(&pid.to_string()) == ours)
+            || tracer_of(&below) == Some(pid);
+        below = pid.to_string();
         chain.push(Hop {
             pid,
             name: name.map_or_else(|| "?".to_owned(), |(n, _)| n),
@@ -189,6 +193,19 @@ fn stdio_of(pid: &str) -> Option<[PathBuf; 2]> {
             })
     };
     Some([link(0)?, link(1)?])
+}
+
+/// The pid tracing process `pid` (`TracerPid` of `/proc/PID/status`), if any: a tracer that
+/// is its parent (strace, ltrace) runs it for the client, yet gives it stdio of its own.
+fn tracer_of(pid: &str) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let tracer: u32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    (tracer != 0).then_some(tracer)
 }
 
 /// A process's parent pid (`/proc/PID/stat` field 4), or `None` when it is gone.

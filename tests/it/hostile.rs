@@ -598,4 +598,21 @@ fn an_unknown_wrapper_passing_stdio_on_does_not_make_a_session_of_its_own() {
         chain[0]["name"].as_str().unwrap().starts_with("python3"),
         "{chain:?}"
     );
+    // A tracer gives the process it runs stdio of its own: known as its tracer instead.
+    if std::path::Path::new("/usr/bin/strace").exists() {
+        let w = World::new();
+        setup(&w, "web", Era::Legacy, &default_policy());
+        let mut cmd = std::process::Command::new("/usr/bin/strace");
+        cmd.args(["-f", "-qq", "-o", "/dev/null", mcpsum]);
+        let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+        px.finish();
+        let st = only_session(&list_json(&w));
+        assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");
+        assert_eq!(
+            st["session"]["chains"]["web"][0]["name"], "strace",
+            "{st:#}"
+        );
+    } else {
+        eprintln!("strace is not installed: its case is skipped");
+    }
 }
