@@ -220,8 +220,10 @@ fn mirror(status: WaitStatus) -> ! {
     }
 }
 
-/// `mcpsum __guard PARENT_PID PROGRAM ARGV0 [ARGS...]`: a server without a sandbox policy gets
-/// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave.
+/// `mcpsum-launch __guard PARENT_PID PROGRAM ARGV0 [ARGS...]`: a server without a sandbox policy
+/// gets the guard and the seccomp floor alone (the launcher holds the AppArmor `userns` grant,
+/// which must not reach the server), then `PROGRAM` is executed with the environment mcpsum
+/// gave.
 pub(crate) fn guard_main(args: Vec<std::ffi::OsString>) -> ! {
     let line = match guard_exec(&args) {
         Ok(never) => match never {},
@@ -253,6 +255,9 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
     let program_c = c(program)?;
     let argv = argv.iter().map(|a| c(a)).collect::<Result<Vec<_>, _>>()?;
     crate::sys::default_signal(Signal::SIGPIPE);
+    crate::seccomp::install_floor().map_err(|e| {
+        format!("mcpsum guard: the seccomp floor cannot be installed ({e}); server not started")
+    })?;
     let e = match nix::unistd::execv(&program_c, &argv) {
         Ok(never) => match never {},
         Err(e) => e,
@@ -261,12 +266,15 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
 }
 
 /// The command that starts `program` with `argv` under a guard (see [`guard_main`]).
-pub(crate) fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::process::Command {
-    let mut command = std::process::Command::new(crate::prepare::self_exe_path());
+pub(crate) fn guarded_command(
+    program: &std::path::Path,
+    argv: &[String],
+) -> Result<std::process::Command, crate::SandboxError> {
+    let mut command = std::process::Command::new(crate::prepare::launcher_path()?);
     command
         .arg(crate::GUARD_SUBCOMMAND)
         .arg(std::process::id().to_string())
         .arg(program)
         .args(argv);
-    command
+    Ok(command)
 }
