@@ -474,6 +474,9 @@ async fn run(
             Ok(Err(e @ (HelloError::NotTls(_) | HelloError::Invalid(_)))) => {
                 return Outcome::new(Reason::NotTls, e.to_string());
             }
+            Ok(Err(e @ HelloError::EncryptedClientHello)) => {
+                return Outcome::new(Reason::Ech, e.to_string());
+            }
             Ok(Err(e)) => return Outcome::new(Reason::NotTls, e.to_string()),
             Ok(Ok(x)) => x,
         };
