@@ -26,8 +26,6 @@ mod head;
 mod hello;
 mod proxy;
 mod record;
-#[cfg(target_os = "linux")]
-mod splice;
 
 pub use allowlist::{Allowlist, AllowlistError, Entry, EntryProblem, Host, Pattern, Target};
 pub use class::{AddressClass, classify};

@@ -70,6 +70,10 @@ pub enum Mode {
     Echo,
     /// Read and discard until EOF, then reply with the 8-byte count.
     Sink,
+    /// Read an 8-byte length, then discard that many bytes, then reply with the 8-byte count
+    /// (the bench: relays such as squid and tinyproxy close the whole tunnel at the client's
+    /// half-close, so the end of a transfer cannot be an EOF).
+    SinkSized,
 }
 
 /// A TLS server on 127.0.0.1:0.
@@ -90,6 +94,24 @@ pub async fn tls_server(config: Arc<ServerConfig>, mode: Mode) -> SocketAddr {
                 };
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut total: u64 = 0;
+                if let Mode::SinkSized = mode {
+                    let mut len = [0u8; 8];
+                    if tls.read_exact(&mut len).await.is_err() {
+                        return;
+                    }
+                    let want = u64::from_be_bytes(len);
+                    while total < want {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => total += n as u64,
+                        }
+                    }
+                    let _ = tls.write_all(&total.to_be_bytes()).await;
+                    let _ = tls.flush().await;
+                    // Wait for the client to close (the count must not race our close).
+                    let _ = tls.read(&mut buf).await;
+                    return;
+                }
                 loop {
                     match tls.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
