@@ -221,7 +221,8 @@ fn mirror(status: WaitStatus) -> ! {
 }
 
 /// `mcpsum __guard PARENT_PID PROGRAM ARGV0 [ARGS...]`: a server without a sandbox policy gets
-/// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave.
+/// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave, as it would run
+/// outside mcpsum (no floor: the AppArmor grant is the launcher's, never mcpsum's).
 pub(crate) fn guard_main(args: Vec<std::ffi::OsString>) -> ! {
     let line = match guard_exec(&args) {
         Ok(never) => match never {},
@@ -261,12 +262,17 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
 }
 
 /// The command that starts `program` with `argv` under a guard (see [`guard_main`]).
-pub(crate) fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::process::Command {
-    let mut command = std::process::Command::new(crate::prepare::self_exe_path());
+pub(crate) fn guarded_command(
+    program: &std::path::Path,
+    argv: &[String],
+) -> Result<std::process::Command, crate::SandboxError> {
+    // This very binary (`/proc/self/exe` names the running file even if it was replaced on
+    // disk): `mcpsum`, which holds no AppArmor grant, not the launcher.
+    let mut command = std::process::Command::new("/proc/self/exe");
     command
         .arg(crate::GUARD_SUBCOMMAND)
         .arg(std::process::id().to_string())
         .arg(program)
         .args(argv);
-    command
+    Ok(command)
 }

@@ -1,5 +1,5 @@
-//! The launcher: `mcpsum __sandbox-exec <spec>`, a fresh single-threaded process that applies
-//! every layer to itself and `execve`s the server (design 4, launcher side).
+//! The launcher: `mcpsum-launch __sandbox-exec <spec>`, a fresh single-threaded process that
+//! applies every layer to itself and `execve`s the server (design 4, launcher side).
 //!
 //! It owns the order of operations; the policy decisions were all made by the plan, which
 //! `prepare` serialises into the [`LauncherSpec`] argument (paths, rules, seccomp table, env
@@ -31,6 +31,8 @@ pub(crate) struct LauncherSpec {
     pub(crate) devices: Vec<PathBuf>,
     pub(crate) egress: bool,
     pub(crate) landlock_abi: u32,
+    /// The plan's table; absent means empty. Either way the floor is stacked after it.
+    #[serde(default)]
     pub(crate) seccomp: SeccompTable,
     pub(crate) view: ReadOnlyView,
     pub(crate) limits: Limits,
@@ -277,6 +279,10 @@ impl Sys for RealSys {
     }
 
     fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
+        // The profile attaches to this launcher binary, not to mcpsum: only here can the label
+        // be read (design 8).
+        crate::prepare::check_apparmor_userns()
+            .map_err(|cause| fail("user namespace", cause, APPARMOR_FIX))?;
         let Some((uid, gid)) = self.ids else {
             return Err(fail("user namespace", "mapped before unshare", BUG));
         };
@@ -764,7 +770,7 @@ mod tests {
             self.step("landlock")
         }
         fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail> {
-            assert_eq!(compiled.programs.len(), 3);
+            assert_eq!(compiled.programs.len(), 3 + crate::seccomp::FLOOR_FILTERS);
             self.step("seccomp")
         }
         fn exec(&mut self, _p: &CString, _a: &[CString], envp: &[CString]) -> Fail {

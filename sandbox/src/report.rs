@@ -570,7 +570,9 @@ fn build_checks(
         ProbeOp::Status("Seccomp".into()),
         Expect::Value("2".into()),
     ));
-    let filters = 2 + usize::from(plan.seccomp.x32_guard && cfg!(target_arch = "x86_64"));
+    let filters = 2
+        + usize::from(plan.seccomp.x32_guard && cfg!(target_arch = "x86_64"))
+        + crate::seccomp::FLOOR_FILTERS;
     c.push((
         "seccomp filters".into(),
         ProbeOp::Status("Seccomp_filters".into()),

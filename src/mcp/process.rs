@@ -215,7 +215,10 @@ impl ServerProcess {
                 (prepared.command, Some(prepared.running))
             }
             None => {
-                let mut cmd = mcpsum_sandbox::guarded_command(&resolved, &launch.argv);
+                let mut cmd =
+                    mcpsum_sandbox::guarded_command(&resolved, &launch.argv).map_err(|e| {
+                        SpawnError::Sandbox(format!("server `{}` not started: {e}", launch.server))
+                    })?;
                 cmd.env_clear();
                 cmd.envs(env);
                 (cmd, None)

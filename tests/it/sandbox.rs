@@ -95,8 +95,8 @@ pub const CREDENTIALS: &[&str] = &[
 pub const SNAKEOIL_KEY: &str = "/etc/ssl/private/ssl-cert-snakeoil.key";
 
 /// A world for one user: `home` (with `.ssh/id_ed25519`), `proj/mcp.lock`, `state`, `data`
-/// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` (a link to, or copy of,
-/// the binary under test), all reachable by that user.
+/// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` and `bin/mcpsum-launch`
+/// (links to, or copies of, the binaries under test), all reachable by that user.
 pub struct Sbx {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
@@ -126,10 +126,19 @@ impl Sbx {
         std::fs::write(root.join("outside/secret.txt"), "OUTSIDE-SECRET").unwrap();
         std::fs::write(root.join("data/readme.txt"), "readable data").unwrap();
         let bin = root.join("bin/mcpsum");
-        // A hard link opens no write descriptor (a copy races with forks: ETXTBSY).
-        if std::fs::hard_link(env!("CARGO_BIN_EXE_mcpsum"), &bin).is_err() {
-            std::fs::copy(env!("CARGO_BIN_EXE_mcpsum"), &bin).unwrap();
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The launcher sits beside the binary, as `cargo install` puts it.
+        for (from, to) in [
+            (env!("CARGO_BIN_EXE_mcpsum"), bin.clone()),
+            (
+                env!("CARGO_BIN_EXE_mcpsum-launch"),
+                root.join("bin/mcpsum-launch"),
+            ),
+        ] {
+            // A hard link opens no write descriptor (a copy races with forks: ETXTBSY).
+            if std::fs::hard_link(from, &to).is_err() {
+                std::fs::copy(from, &to).unwrap();
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
         }
         let w = Self {
             _dir: dir,
@@ -167,10 +176,10 @@ impl Sbx {
         serde_json::from_slice(&std::fs::read(self.lockfile()).expect("lockfile")).expect("json")
     }
 
-    /// Gives everything but the binary to this world's user.
+    /// Gives everything but the binaries (links to the build's) to this world's user.
     pub fn chown(&self) {
         fn walk(p: &Path, bin: &Path, uid: u32) {
-            if p == bin {
+            if p == bin || p.parent() == bin.parent() && p.is_file() {
                 return;
             }
             std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
@@ -1572,7 +1581,7 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         w.bin = bin;
         w.extra_env
-            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,mount".into()));
+            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,keyctl".into()));
         let r = w.run(&["sandbox", "test", "--name", "probe", "--json"]);
         let ctx = format!("uid {uid}: {}", r.stderr);
         assert_eq!(r.code, 1, "{ctx}: {}", r.stdout);
@@ -1590,7 +1599,7 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
             "{ctx}: {failed:?}"
         );
         assert!(
-            failed.iter().any(|c| c.starts_with("mount")),
+            failed.iter().any(|c| c.starts_with("keyctl")),
             "{ctx}: {failed:?}"
         );
         assert_eq!(
@@ -1926,4 +1935,207 @@ fn unsandboxed_server_tree_dies_when_the_proxy_is_killed() {
 #[test]
 fn setsid_daemon_dies_on_client_eof() {
     tree_dies("eof", false, true, true);
+}
+
+/// `mcpsum-launch` of the build under test.
+fn launcher() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpsum-launch")
+}
+
+/// The Landlock ABI this kernel offers, as the plan sees it (`None`: no Landlock here).
+fn landlock_abi() -> Option<u32> {
+    let state = tempfile::tempdir().unwrap();
+    let req = mcpsum_sandbox::LaunchRequest {
+        server: "floor".into(),
+        policy: mcpsum_sandbox::ValidatedPolicy {
+            read: vec![],
+            write: vec![],
+            network: mcpsum_sandbox::NetworkMode::None,
+            protected: vec![],
+            limits: mcpsum_sandbox::Limits::default(),
+        },
+        argv: vec!["/usr/bin/true".into()],
+        env: vec![],
+        state_dir: state.path().into(),
+    };
+    mcpsum_sandbox::plan(&req).ok().map(|p| p.landlock.abi)
+}
+
+/// `mcpsum-launch __sandbox-exec SPEC` as `uid`, for a spec written by hand: the system's code
+/// readable, nothing writable, and no `seccomp` table at all.
+fn launch_bare_spec(uid: u32, abi: u32, argv: &[&str]) -> Run {
+    let spec = json!({
+        "program": argv[0],
+        "argv": argv,
+        // Real paths only: the launcher refuses a rule that opens elsewhere (`/lib` -> `/usr/lib`).
+        "read": [["/usr", true], ["/etc", false]],
+        "write": [],
+        "devices": [],
+        "egress": false,
+        "landlock_abi": abi,
+        "view": "MountNamespace",
+        "limits": {"tasks": 64},
+        "protected": [],
+        "env_names": [],
+        "parent_pid": std::process::id(),
+        "bridge_fd": null,
+    });
+    let mut argv_l = as_user(uid);
+    argv_l.extend([
+        launcher().to_owned(),
+        mcpsum_sandbox::EXEC_SUBCOMMAND.to_owned(),
+        spec.to_string(),
+    ]);
+    run_output(command_of(&argv_l, Path::new("/")).env_clear())
+}
+
+/// `setpriv` to `uid`, unless that is who runs the tests.
+fn as_user(uid: u32) -> Vec<String> {
+    if uid == current_uid() {
+        return vec![];
+    }
+    vec![
+        "/usr/bin/setpriv".to_owned(),
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".to_owned(),
+    ]
+}
+
+/// The launcher carries the AppArmor `userns` grant, so its floor must hold whatever it is
+/// handed: a spec without a seccomp table still cannot give what it executes a user namespace.
+/// A server without a sandbox policy is guarded by `mcpsum` itself, which holds no grant: it
+/// keeps what it would have outside mcpsum (a namespace of its own, as Chromium's sandbox makes).
+#[test]
+fn the_launcher_floor_refuses_namespaces_whatever_the_spec() {
+    let Some(abi) = landlock_abi() else {
+        return skip("no Landlock on this kernel");
+    };
+    for uid in users() {
+        let ctx = format!("uid {uid}");
+        // The control: the same bare spec runs a command (so a refusal below is the floor's).
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/true"]);
+        if r.code == 126 && r.stderr.contains("landlock: ") {
+            return skip(&format!(
+                "the launcher cannot apply Landlock here: {}",
+                r.stderr
+            ));
+        }
+        assert_eq!(r.code, 0, "{ctx}: {}", r.stderr);
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/unshare", "--user", "/usr/bin/true"]);
+        assert_ne!(
+            r.code, 0,
+            "{ctx}: unshare --user ran under an empty seccomp table"
+        );
+        assert!(
+            r.stderr.contains("Operation not permitted"),
+            "{ctx}: {}",
+            r.stderr
+        );
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/unshare", "--mount", "/usr/bin/true"]);
+        assert_ne!(r.code, 0, "{ctx}: unshare --mount ran");
+
+        // The guard of a server without a sandbox policy is `mcpsum`'s, without the floor.
+        let mut argv = as_user(uid);
+        argv.extend([
+            env!("CARGO_BIN_EXE_mcpsum").to_owned(),
+            mcpsum_sandbox::GUARD_SUBCOMMAND.to_owned(),
+            std::process::id().to_string(),
+            "/usr/bin/unshare".to_owned(),
+            "unshare".to_owned(),
+            "--user".to_owned(),
+            "/usr/bin/true".to_owned(),
+        ]);
+        let r = run_output(&mut command_of(&argv, Path::new("/")));
+        assert_eq!(
+            r.code, 0,
+            "{ctx}: an unsandboxed server keeps its namespaces: {}",
+            r.stderr
+        );
+    }
+}
+
+/// Anything but its one entry point executes nothing: not `__guard`, which is `mcpsum`'s.
+#[test]
+fn the_launcher_run_by_hand_executes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let pid = std::process::id().to_string();
+    for args in [
+        vec![],
+        vec!["/bin/sh", "-c", script.as_str()],
+        vec!["__sandbox-probe", "[]"],
+        vec!["--", "/bin/sh", "-c", script.as_str()],
+        vec![
+            mcpsum_sandbox::GUARD_SUBCOMMAND,
+            pid.as_str(),
+            "/bin/sh",
+            "sh",
+            "-c",
+            script.as_str(),
+        ],
+    ] {
+        let r = run_output(Command::new(launcher()).args(&args));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("not meant to be run by hand"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("hint: "), "{}", r.stderr);
+    }
+    assert!(!marker.exists());
+}
+
+/// `mcpsum` itself no longer has the launcher's entry point: only `mcpsum-launch` has it, and
+/// only it gets the AppArmor profile.
+#[test]
+fn mcpsum_refuses_the_launcher_entry_point() {
+    let r = run_output(
+        Command::new(env!("CARGO_BIN_EXE_mcpsum")).args([mcpsum_sandbox::EXEC_SUBCOMMAND, "{}"]),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("unrecognized subcommand"), "{}", r.stderr);
+    assert!(!r.stderr.contains("sandbox setup failed"), "{}", r.stderr);
+}
+
+/// Without `mcpsum-launch` beside it, mcpsum starts no sandboxed server and says where it looked
+/// and what to do; a server without a sandbox policy does not need it.
+#[test]
+fn a_missing_launcher_refuses_every_sandboxed_launch_and_says_where_it_looked() {
+    let uid = current_uid();
+    let w = Sbx::new(uid);
+    let gone = w.p("bin/mcpsum-launch");
+    std::fs::remove_file(&gone).unwrap();
+    let mut plain = vec![
+        "lock".to_owned(),
+        "--name".into(),
+        "plain".into(),
+        "--".into(),
+    ];
+    plain.extend(escape_argv());
+    w.run(&plain).code(0);
+    let sandboxed = w.lock(
+        "boxed",
+        &policy(&[helper("").display().to_string()], &[], &[]),
+        &escape_argv(),
+    );
+    for (what, r) in [("sandboxed", sandboxed)] {
+        assert_eq!(r.code, 2, "{what}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("`{}` does not exist", gone.display())),
+            "{what}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("beside the `mcpsum` binary"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("next to `mcpsum`"), "{}", r.stderr);
+    }
+    let lock = w.lock_json();
+    assert!(lock["servers"].get("boxed").is_none(), "{lock}");
 }
