@@ -560,3 +560,512 @@ fn modern_meta_problem(method: &str, meta: Option<&Value>) -> Option<(i64, Strin
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::lockfile::{Policy, Surface, TaintPolicy};
+
+    const MODERN_META: &str = "io.modelcontextprotocol/protocolVersion";
+
+    fn entry(era: Era) -> ServerEntry {
+        let mut items = BTreeMap::new();
+        items.insert(
+            Kind::Tool,
+            vec![
+                json!({"name": "read_mail", "inputSchema": {"type": "object"}}),
+                json!({"name": "send", "inputSchema": {"type": "object"}}),
+                json!({"name": "fetch", "inputSchema": {"type": "object"}}),
+                json!({"name": "plain", "inputSchema": {"type": "object"}}),
+                json!({"name": "long_job", "inputSchema": {"type": "object"},
+                       "execution": {"taskSupport": "required"}}),
+            ],
+        );
+        items.insert(Kind::Prompt, vec![json!({"name": "greet"})]);
+        items.insert(
+            Kind::Resource,
+            vec![json!({"uri": "notes://inbox", "name": "inbox"})],
+        );
+        items.insert(
+            Kind::ResourceTemplate,
+            vec![json!({"uriTemplate": "notes://note/{id}", "name": "note"})],
+        );
+        let surface = Surface {
+            era,
+            protocol_version: match era {
+                Era::Legacy => "2025-06-18".into(),
+                Era::Modern => MODERN_VERSION.into(),
+            },
+            supported_versions: None,
+            server_info: json!({"name": "mail", "version": "1"}),
+            capabilities: json!({"tools": {}, "prompts": {}, "resources": {}, "completions": {}}),
+            instructions: None,
+            items,
+        };
+        let policy = Policy {
+            taint: Some(TaintPolicy {
+                sources: vec!["read_mail".into(), "fetch".into(), "resources:*".into()],
+                sinks: vec!["send".into(), "fetch".into(), "prompts:*".into()],
+            }),
+            sandbox: None,
+        };
+        match ServerEntry::from_surface(vec!["mail".into()], vec![], surface, Some(policy)) {
+            Ok(e) => e,
+            Err(e) => panic!("test entry: {e}"),
+        }
+    }
+
+    fn mark() -> TaintMark {
+        TaintMark {
+            server: "web".into(),
+            item: "read_mail".into(),
+            ts: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    /// The session's taint state as a case sets it, counting its reads.
+    struct Fake {
+        state: Result<Option<TaintMark>, String>,
+        reads: usize,
+    }
+
+    impl TaintState for Fake {
+        fn tainted(&mut self) -> Result<Option<TaintMark>, String> {
+            self.reads += 1;
+            self.state.clone()
+        }
+    }
+
+    /// The client of a case: its era and what it declared.
+    #[derive(Clone, Copy)]
+    enum Client {
+        /// A legacy client of this version, with form elicitation or without.
+        Legacy(&'static str, bool),
+        /// A 2026-07-28 client, with form elicitation or without.
+        Modern(bool),
+    }
+
+    struct Case {
+        what: &'static str,
+        method: &'static str,
+        params: Value,
+        client: Client,
+        server_era: Era,
+        quarantined: bool,
+        taint: Result<Option<TaintMark>, String>,
+        expect: Admission,
+        /// Whether the decision must read the taint state.
+        reads: bool,
+    }
+
+    fn case(what: &'static str, method: &'static str, params: Value, expect: Admission) -> Case {
+        Case {
+            what,
+            method,
+            params,
+            client: Client::Legacy("2025-06-18", true),
+            server_era: Era::Legacy,
+            quarantined: false,
+            taint: Ok(None),
+            expect,
+            reads: false,
+        }
+    }
+
+    fn forward(taint_after: bool) -> Admission {
+        Admission::Forward { taint_after }
+    }
+
+    fn item_refusal(code: i64, message: &str) -> Admission {
+        Admission::Refuse(Refusal::Item {
+            code,
+            message: message.into(),
+        })
+    }
+
+    fn ask(item: &str, arguments: Option<&Value>, by: Ask, taint_after: bool) -> Admission {
+        let prompt = match taint::prompt_text("mail", item, arguments, &mark()) {
+            Ok(p) => p,
+            Err(e) => panic!("prompt: {e}"),
+        };
+        Admission::Ask {
+            mark: mark(),
+            prompt,
+            by,
+            taint_after,
+        }
+    }
+
+    fn run(c: Case) {
+        let entry = entry(c.server_era);
+        let labels = Labels::of(&entry);
+        let (version, caps) = match c.client {
+            Client::Legacy(v, form) => (
+                Some(v),
+                Some(if form {
+                    json!({"elicitation": {}})
+                } else {
+                    json!({})
+                }),
+            ),
+            Client::Modern(_) => (None, None),
+        };
+        let mut params = c.params.clone();
+        if let (Client::Modern(form), Some(p)) = (c.client, params.as_object_mut()) {
+            let caps = if form {
+                json!({"elicitation": {"form": {}}})
+            } else {
+                json!({})
+            };
+            p.insert(
+                "_meta".into(),
+                json!({MODERN_META: MODERN_VERSION, META_CAPABILITIES: caps}),
+            );
+        }
+        let facts = Facts {
+            server: "mail",
+            entry: &entry,
+            server_era: c.server_era,
+            quarantined: c.quarantined,
+            labels: &labels,
+            client_version: version,
+            client_legacy_caps: caps.as_ref(),
+        };
+        let call = Call {
+            method: c.method,
+            request: Request::parse(c.method, Some(&params)),
+            meta: params.get("_meta"),
+            params: Params::Parsed(Some(&params)),
+        };
+        let mut taint = Fake {
+            state: c.taint,
+            reads: 0,
+        };
+        let got = admit(&call, &facts, &mut taint);
+        assert_eq!(got, c.expect, "{}", c.what);
+        assert_eq!(
+            taint.reads > 0,
+            c.reads,
+            "{}: reads of the taint state",
+            c.what
+        );
+    }
+
+    #[test]
+    fn admission_table() {
+        let args = json!({"to": "x@example.com"});
+        let tainted = Ok(Some(mark()));
+        let cases = vec![
+            case("a locked tool", "tools/call", json!({"name": "plain"}), forward(false)),
+            case(
+                "a source taints after",
+                "tools/call",
+                json!({"name": "read_mail"}),
+                forward(true),
+            ),
+            case(
+                "an unlocked tool",
+                "tools/call",
+                json!({"name": "ghost"}),
+                item_refusal(
+                    codes::INVALID_PARAMS,
+                    "tool `ghost` is not in mcp.lock for server `mail`; mcpsum serves only locked tools",
+                ),
+            ),
+            case(
+                "a task-only tool",
+                "tools/call",
+                json!({"name": "long_job"}),
+                item_refusal(
+                    codes::METHOD_NOT_FOUND,
+                    "tool `long_job` of server `mail` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks",
+                ),
+            ),
+            case(
+                "a missing name",
+                "tools/call",
+                json!({}),
+                Admission::Refuse(Refusal::Params(
+                    "invalid params of `tools/call`: missing `name` (the tool to call, a string)"
+                        .into(),
+                )),
+            ),
+            case(
+                "a locked resource is a source",
+                "resources/read",
+                json!({"uri": "notes://inbox"}),
+                forward(true),
+            ),
+            case(
+                "a template match",
+                "resources/read",
+                json!({"uri": "notes://note/42"}),
+                forward(true),
+            ),
+            case(
+                "past the template",
+                "resources/read",
+                json!({"uri": "notes://note/42/x"}),
+                item_refusal(
+                    codes::INVALID_PARAMS,
+                    "resource `notes://note/42/x` is not in mcp.lock for server `mail` and matches no locked template",
+                ),
+            ),
+            case(
+                "a subscription to a template match",
+                "resources/subscribe",
+                json!({"uri": "notes://note/7"}),
+                forward(false),
+            ),
+            case(
+                "an unlocked prompt",
+                "prompts/get",
+                json!({"name": "ghost"}),
+                item_refusal(
+                    codes::INVALID_PARAMS,
+                    "prompt `ghost` is not in mcp.lock for server `mail`",
+                ),
+            ),
+            case(
+                "completion of a locked prompt",
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "greet"}}),
+                forward(false),
+            ),
+            case(
+                "an unknown method",
+                "tools/destroy",
+                json!({}),
+                Admission::Refuse(Refusal::Method {
+                    code: codes::METHOD_NOT_FOUND,
+                    message: "mcpsum does not forward `tools/destroy`".into(),
+                }),
+            ),
+            case("a list", "tools/list", json!({}), Admission::Local),
+            Case {
+                quarantined: true,
+                ..case(
+                    "quarantined",
+                    "tools/call",
+                    json!({"name": "plain"}),
+                    Admission::Refuse(Refusal::Quarantined),
+                )
+            },
+            Case {
+                quarantined: true,
+                ..case(
+                    "the handshake while quarantined",
+                    "initialize",
+                    json!({}),
+                    Admission::Local,
+                )
+            },
+            Case {
+                quarantined: true,
+                ..case(
+                    "a list while quarantined",
+                    "prompts/list",
+                    json!({}),
+                    Admission::Refuse(Refusal::Quarantined),
+                )
+            },
+            Case {
+                reads: true,
+                ..case(
+                    "a sink on a clean session",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    forward(false),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                ..case(
+                    "a sink on a tainted session, a legacy client with elicitation",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    ask("send", Some(&args), Ask::Elicitation, false),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                ..case(
+                    "source and sink: asked, and taints after",
+                    "tools/call",
+                    json!({"name": "fetch", "arguments": args}),
+                    ask("fetch", Some(&args), Ask::Elicitation, true),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                ..case(
+                    "a sink prompt label on a tainted session",
+                    "prompts/get",
+                    json!({"name": "greet"}),
+                    ask("greet", None, Ask::Elicitation, false),
+                )
+            },
+            Case {
+                taint: tainted.clone(),
+                ..case(
+                    "a tainted session does not stop a plain tool",
+                    "tools/call",
+                    json!({"name": "read_mail"}),
+                    forward(true),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                client: Client::Legacy("2025-06-18", false),
+                ..case(
+                    "a legacy client without elicitation",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    Admission::Refuse(Refusal::Gate(Gated::NoPrompt { mark: mark() })),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                client: Client::Legacy("2025-03-26", true),
+                ..case(
+                    "a 2025-03-26 session has no elicitation, whatever it declares",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    Admission::Refuse(Refusal::Gate(Gated::NoPrompt { mark: mark() })),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                client: Client::Modern(true),
+                server_era: Era::Modern,
+                ..case(
+                    "a 2026-07-28 client with form elicitation",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    ask("send", Some(&args), Ask::InputRequired, false),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                client: Client::Modern(false),
+                ..case(
+                    "a 2026-07-28 client without elicitation",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args}),
+                    Admission::Refuse(Refusal::Gate(Gated::NoPrompt { mark: mark() })),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                client: Client::Modern(false),
+                ..case(
+                    "a 2026-07-28 retry with mcpsum's answer is checked, capability or not",
+                    "tools/call",
+                    json!({"name": "send", "arguments": args, "requestState": "opaque",
+                           "inputResponses": {INPUT_KEY: {"action": "accept"}}}),
+                    ask("send", Some(&args), Ask::Retry, false),
+                )
+            },
+            Case {
+                reads: true,
+                taint: tainted.clone(),
+                ..case(
+                    "arguments a prompt cannot show whole",
+                    "tools/call",
+                    json!({"name": "send", "arguments": {"body": "x".repeat(200_000)}}),
+                    Admission::Refuse(Refusal::Gate(Gated::Unshowable {
+                        mark: mark(),
+                        why: match taint::prompt_text(
+                            "mail",
+                            "send",
+                            Some(&json!({"body": "x".repeat(200_000)})),
+                            &mark(),
+                        ) {
+                            Ok(_) => panic!("a prompt showed 200 kB of arguments"),
+                            Err(why) => why,
+                        },
+                    })),
+                )
+            },
+            Case {
+                reads: true,
+                taint: Err("permission denied".into()),
+                ..case(
+                    "an unreadable taint state fails closed",
+                    "tools/call",
+                    json!({"name": "send"}),
+                    Admission::Refuse(Refusal::Gate(Gated::TaintUnreadable(
+                        "mcpsum cannot read this session's taint state (permission denied), so it refuses calls that need approval".into(),
+                    ))),
+                )
+            },
+            Case {
+                client: Client::Modern(true),
+                ..case(
+                    "a method 2026-07-28 removed",
+                    "resources/subscribe",
+                    json!({"uri": "notes://inbox"}),
+                    Admission::Refuse(Refusal::Removed(format!(
+                        "`resources/subscribe` does not exist in protocol version {MODERN_VERSION}"
+                    ))),
+                )
+            },
+            case(
+                "a version mcpsum does not speak",
+                "tools/call",
+                json!({"name": "plain", "_meta": {MODERN_META: "2099-01-01"}}),
+                Admission::Refuse(Refusal::Meta {
+                    code: codes::UNSUPPORTED_VERSION,
+                    message: format!("unsupported protocol version `2099-01-01`: send {MODERN_VERSION}, or `initialize` for an earlier version"),
+                    data: Some(json!({"supported": [MODERN_VERSION], "requested": "2099-01-01"})),
+                }),
+            ),
+            Case {
+                quarantined: true,
+                ..case(
+                    "`_meta` is checked before quarantine",
+                    "tools/call",
+                    json!({"name": "plain", "_meta": {MODERN_META: MODERN_VERSION}}),
+                    Admission::Refuse(Refusal::Meta {
+                        code: codes::INVALID_PARAMS,
+                        message: format!("`tools/call` needs `_meta[\"{META_CAPABILITIES}\"]` (an object; `{{}}` declares none)"),
+                        data: None,
+                    }),
+                )
+            },
+        ];
+        for c in cases {
+            run(c);
+        }
+    }
+
+    /// The fast path's view of a call (scanned, not parsed) gets the same answer.
+    #[test]
+    fn scanned_params_read_the_same() {
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send","arguments":{"to":"x@example.com"},"requestState":"s","inputResponses":{"io.mcpsum/approval":{}}}}"#;
+        let mut scan = crate::mcp::envelope::Scan::default();
+        let m = match scan.message(line.as_bytes()) {
+            Ok(m) => m,
+            Err(e) => panic!("scan: {e:?}"),
+        };
+        let parsed: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        };
+        let (a, b) = (Params::Scanned(m), Params::Parsed(parsed.get("params")));
+        assert_eq!(a.arguments(), b.arguments());
+        assert!(a.answers_approval() && b.answers_approval());
+    }
+}
