@@ -99,9 +99,9 @@ impl Proxy {
         let modern = call.modern();
         // Only a call admitted as it is goes on here: every other answer (a refusal, an
         // approval prompt) is carried out on the general path.
-        if !matches!(self.admit(&call), Admission::Forward { .. }) {
+        let Admission::Forward { taint_after } = self.admit(&call) else {
             return None;
-        }
+        };
         let client_id = id.to_value()?;
         // A legacy client's call to a 2026-07-28 server may come back as an input round, which
         // retries it with the params as the client sent them (arguments are small; results,
@@ -136,6 +136,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved: None,
+                taints: taint_after,
             },
         );
         let line = m.text().as_bytes();
@@ -238,6 +239,7 @@ impl Proxy {
             method,
             item,
             started,
+            taints,
             ..
         }) = self.pending.remove(&sid)
         else {
@@ -297,7 +299,7 @@ impl Proxy {
         };
         // A source's answer reaches the client, result or error (clients show an error's text
         // to the model as the tool's output): the session is tainted first.
-        if let Err(why) = self.after_result(&method, &item) {
+        if let Err(why) = self.after_result(&method, &item, taints) {
             let mut e = Splice::with_capacity(why.len() + 96);
             e.with(|b| {
                 let answer = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": codes::INTERNAL, "message": why}});

@@ -46,6 +46,8 @@ struct Held {
     method: String,
     params: Option<Value>,
     item: String,
+    /// As [`super::Pending::Client`]'s `taints`.
+    taints: bool,
     deadline: Instant,
 }
 
@@ -228,7 +230,7 @@ impl Proxy {
         id: &Value,
         method: &str,
         params: Option<Value>,
-        item: &str,
+        (item, taints): (&str, bool),
         mark: &TaintMark,
         message: &str,
         by: Ask,
@@ -287,6 +289,7 @@ impl Proxy {
                 method: method.to_owned(),
                 params,
                 item: item.to_owned(),
+                taints,
                 deadline: Instant::now() + LEGACY_APPROVAL_TIMEOUT,
             },
         );
@@ -414,7 +417,7 @@ impl Proxy {
                 &held.method,
                 held.params,
                 false,
-                held.item,
+                (held.item, held.taints),
                 retry,
             )
             .await;
@@ -501,13 +504,16 @@ impl Proxy {
     /// (what to answer instead) when the taint cannot be recorded in the session's state: the
     /// result is then withheld, since the session's other proxies would not know to ask before
     /// their sinks (fail closed).
-    pub(super) fn after_result(&mut self, method: &str, item: &str) -> Result<(), String> {
-        let Some(call) = call_of(method, item) else {
+    pub(super) fn after_result(
+        &mut self,
+        method: &str,
+        item: &str,
+        taints: bool,
+    ) -> Result<(), String> {
+        // Whether it taints was admission's decision ([`super::admission::admit`]).
+        let Some(call) = call_of(method, item).filter(|_| taints) else {
             return Ok(());
         };
-        if !self.taint.labels.is_source(call) {
-            return Ok(());
-        }
         let source = match call {
             Call::Tool(t) => t.to_owned(),
             Call::ResourceRead | Call::PromptGet => format!("{} {item}", call.label()),

@@ -699,6 +699,8 @@ enum Pending {
         /// The arguments' digest of a sink call the person approved: the server's own
         /// `requestState` on it is wrapped in a continuation token.
         approved: Option<Box<crate::lockfile::Sha256Digest>>,
+        /// Admission's answer: the item is a source, so its answer taints the session.
+        taints: bool,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
@@ -740,6 +742,8 @@ struct Round {
     client_id: Value,
     method: String,
     item: String,
+    /// As [`Pending::Client::taints`].
+    taints: bool,
     started: Instant,
     retry: Box<Retry>,
     request_state: Option<Value>,
@@ -1110,7 +1114,7 @@ impl Proxy {
         }
         let request = call.request.clone().ok();
         let item = request.as_ref().map(Request::item).unwrap_or_default();
-        let params = match admission {
+        let (params, taints) = match admission {
             Admission::Refuse(r) => {
                 return self.refuse_admission(id, method, item, r, modern).await;
             }
@@ -1126,12 +1130,18 @@ impl Proxy {
             }
             // Sinks on a tainted session wait for the person's approval (I6).
             Admission::Ask {
-                mark, prompt, by, ..
-            } => match self.ask(id, method, params, item, &mark, &prompt, by).await {
-                gate::Gate::Forward(p) => p,
+                mark,
+                prompt,
+                by,
+                taint_after,
+            } => match self
+                .ask(id, method, params, (item, taint_after), &mark, &prompt, by)
+                .await
+            {
+                gate::Gate::Forward(p) => (p, taint_after),
                 gate::Gate::Handled => return,
             },
-            Admission::Forward { .. } => params,
+            Admission::Forward { taint_after } => (params, taint_after),
         };
         match request {
             Some(Request::Subscribe { uri, .. }) if self.server_era == Era::Modern => {
@@ -1154,7 +1164,8 @@ impl Proxy {
         }
         let item = item.to_owned();
         let retry = self.retry_for(method, params.as_ref(), modern);
-        self.forward(id, method, params, modern, item, retry).await;
+        self.forward(id, method, params, modern, (item, taints), retry)
+            .await;
     }
 
     /// The admission of `call` ([`admission::admit`]) with this proxy's facts.
@@ -1260,7 +1271,7 @@ impl Proxy {
         method: &str,
         params: Option<Value>,
         modern_client: bool,
-        item: String,
+        (item, taints): (String, bool),
         retry: Option<Box<Retry>>,
     ) {
         // Taken whatever happens next: it belongs to this call only.
@@ -1326,6 +1337,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved,
+                taints,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
@@ -1742,6 +1754,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved,
+                taints,
             } => {
                 let stream = self.streams.remove(&sid);
                 let input_required = obj
@@ -1774,6 +1787,7 @@ impl Proxy {
                         client_id,
                         method,
                         item,
+                        taints,
                         started,
                         retry,
                         request_state: result.get("requestState").cloned(),
@@ -1811,7 +1825,7 @@ impl Proxy {
                             meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
                         }
                         // A source's result reaches the client: the session is tainted first.
-                        match self.after_result(&method, &item) {
+                        match self.after_result(&method, &item, taints) {
                             Ok(()) => {
                                 out["result"] = result;
                                 true
@@ -1825,7 +1839,7 @@ impl Proxy {
                 } else if let Some(error) = obj.get("error") {
                     // A source's error is its answer too: its message and data reach the model
                     // as the tool's output, so the session is tainted first.
-                    match self.after_result(&method, &item) {
+                    match self.after_result(&method, &item, taints) {
                         Ok(()) => out["error"] = error.clone(),
                         Err(why) => out["error"] = json!({"code": codes::INTERNAL, "message": why}),
                     }
@@ -2302,8 +2316,8 @@ impl Proxy {
         // The server's questions carry its text to the client (a sampling request goes to the
         // model): a source's round taints the session before they are sent.
         if let Some(r) = self.rounds.get(&n) {
-            let (method, item) = (r.method.clone(), r.item.clone());
-            if let Err(why) = self.after_result(&method, &item) {
+            let (method, item, taints) = (r.method.clone(), r.item.clone(), r.taints);
+            if let Err(why) = self.after_result(&method, &item, taints) {
                 return self.fail_round(n, &why).await;
             }
         }
@@ -2363,7 +2377,7 @@ impl Proxy {
             &r.method,
             Some(params),
             false,
-            r.item,
+            (r.item, r.taints),
             Some(r.retry),
         )
         .await;
