@@ -12,7 +12,8 @@
 //! queued in that peer's outbox; while a queue is over its bound, no more input is
 //! read, so a slow reader on either side slows the other down instead of growing memory. The
 //! messages of a call (request, answer, progress) are relayed from an envelope scan without
-//! building values (`fast.rs`); everything else is parsed whole.
+//! building values (`fast.rs`); everything else is parsed whole. Whether a client's request
+//! may reach the server is decided once, for both paths, in `admission.rs`.
 
 mod admission;
 mod batch;
@@ -93,13 +94,13 @@ pub struct ProxyOptions {
 pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -> Result<Exit> {
     let path = crate::paths::require_lockfile(lockfile_flag)?;
     let lock = lockfile::load(&path)?;
-    let entry = crate::commands::entry(&lock, &path, &opts.name)?.clone();
+    let entry = crate::launch::entry(&lock, &path, &opts.name)?.clone();
     drop(lock);
     let state_dir = crate::paths::ensure_state_dir()?;
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
 
-    let launch = crate::commands::launch_for(&opts.name, &entry, &path, true);
+    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true);
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,
@@ -117,7 +118,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
             error: client::ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(e)),
             stderr: Vec::new(),
         };
-        return Err(crate::commands::server_error(
+        return Err(crate::launch::server_error(
             "cannot start",
             &launch,
             failure,
@@ -583,7 +584,7 @@ async fn start_server(
         .await
         .map_err(|f| StartFailure {
             version_drop: f.error.is_version_drop(),
-            error: crate::commands::server_error("cannot start", launch, f),
+            error: crate::launch::server_error("cannot start", launch, f),
         })?;
     let items = match client::read_lists(&mut conn, &hs).await {
         Ok(items) => items,
