@@ -47,7 +47,7 @@ pub fn state_dir() -> Result<PathBuf> {
     home_dir()
         .map(|h| h.join(".local/state/mcpsum"))
         .ok_or_else(|| {
-            Error::new("cannot find the state directory: neither `MCPSUM_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set")
+            Error::new("cannot find the state directory: neither `MCPSUM_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set, and the user has no home in `/etc/passwd`")
                 .hint("set `MCPSUM_STATE_DIR` to a private directory")
         })
 }

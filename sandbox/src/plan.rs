@@ -4,13 +4,15 @@
 //! base + interpreter prefixes + `filesystem.read`), the write set (`${TMP}`, per-server caches,
 //! `filesystem.write`), the character devices, the environment, the Landlock level with its
 //! compensations and the seccomp table. Apart from resolving the command on `PATH`, reading a
-//! script's `#!` line and resolving rule paths to real paths it does no I/O, and it changes
-//! nothing: everything here is unit-tested as a whole value. Applying the plan is the launcher's
-//! job (`launcher.rs`).
+//! script's `#!` line, reading `/etc/passwd` for the people's homes, resolving rule paths to
+//! real paths and `stat`ing them it does no I/O, and it changes nothing: everything here is
+//! unit-tested as a whole value. Applying the plan is the launcher's job (`launcher.rs`).
 //!
-//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of the
-//! home directory, and, for rules it derives itself, the protected paths, the TLS keys and the
-//! credential paths ([`CREDENTIAL_PATHS`], the one list other features reuse).
+//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of a
+//! protected home, by path or by identity (a bind mount), and, for rules it derives itself, the
+//! protected paths, every user's home, the TLS keys and the credential paths
+//! ([`CREDENTIAL_PATHS`], the one list other features reuse), and which folders below a home a
+//! command's prefix may be ([`HOME_INSTALL_LAYOUTS`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
