@@ -111,6 +111,7 @@ pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
         state_dir,
         binary,
         home: crate::paths::home_dir(),
+        other_homes: crate::paths::passwd_home().into_iter().collect(),
     })
 }
 

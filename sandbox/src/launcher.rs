@@ -447,6 +447,7 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
             }
         };
         recheck_opened(target.as_fd(), path, Some(&spec.protected))?;
+        recheck_identity(target.as_fd(), path, &spec.protected)?;
         let tree = crate::sys::clone_tree(target.as_fd()).map_err(|e| {
             fail(
                 layer,
@@ -616,6 +617,7 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
             }
         };
         recheck_opened(fd.as_fd(), path, check.then_some(spec.protected.as_slice()))?;
+        recheck_identity(fd.as_fd(), path, &spec.protected)?;
         let is_dir = nix::sys::stat::fstat(fd.as_fd())
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .unwrap_or(true);
@@ -693,6 +695,40 @@ fn recheck_opened(
                 p.display()
             ),
             "check for a replaced symlink, then fix the policy",
+        ));
+    }
+    Ok(())
+}
+
+/// Design 4.1, by identity: the opened descriptor (`fstat`) is not `/`, a protected home or an
+/// ancestor of one under another path (a bind mount made after planning, or one the plan's own
+/// check raced with). Every rule, read or write, devices too.
+fn recheck_identity(
+    fd: BorrowedFd<'_>,
+    path: &Path,
+    protected: &[(String, PathBuf)],
+) -> Result<(), Fail> {
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        fail(
+            "landlock",
+            format!("`{}`: cannot re-check: {e}", path.display()),
+            "retry",
+        )
+    })?;
+    let id = (st.st_dev, st.st_ino);
+    let guarded = crate::plan::guarded_identities(protected);
+    if let Some((what, real)) = guarded
+        .iter()
+        .find(|(_, g)| g != path && crate::plan::identity(g) == Some(id))
+    {
+        return Err(fail(
+            "policy",
+            format!(
+                "`{}` is {what} (`{}`) mounted elsewhere: it would open {what} to the server",
+                path.display(),
+                real.display()
+            ),
+            "remove the bind mount or list the folder the server needs itself, then start the server again",
         ));
     }
     Ok(())
@@ -832,6 +868,39 @@ mod tests {
 
     fn calls(rest: &[&'static str]) -> Vec<&'static str> {
         START.iter().chain(rest).copied().collect()
+    }
+
+    #[test]
+    fn an_opened_rule_that_is_the_root_or_a_home_under_another_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("data")).unwrap();
+        let protected = vec![("the home directory".to_string(), home.clone())];
+        // A link opened as a rule stands in for a bind mount: the descriptor is `/` or the home.
+        for (target, what) in [
+            (Path::new("/"), "the whole filesystem"),
+            (&home, "the home directory"),
+        ] {
+            let alias = root.join("alias");
+            let _ = std::fs::remove_file(&alias);
+            std::os::unix::fs::symlink(target, &alias).unwrap();
+            let fd = PathFd::new(&alias).unwrap();
+            let e = recheck_identity(fd.as_fd(), &alias, &protected).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!(
+                    "`{}` is {what} (`{}`) mounted elsewhere",
+                    alias.display(),
+                    target.display()
+                )),
+                "{e}"
+            );
+        }
+        // The home by its own path, and a folder inside it, are what they say.
+        for ok in [home.clone(), home.join("data")] {
+            let fd = PathFd::new(&ok).unwrap();
+            recheck_identity(fd.as_fd(), &ok, &protected).unwrap();
+        }
     }
 
     #[test]

@@ -53,11 +53,21 @@
 //! of the command and of its `#!` interpreter (or the command `env` runs, `-S` included) when
 //! they lie outside the base. Each path is made real first (`#!/etc/../bin/python3` is
 //! `/usr/bin/python3`, not a prefix `/etc/..` that Landlock would open as `/`); a relative
-//! interpreter is refused. A prefix never covers a protected path, a credential path
-//! ([`CREDENTIAL_PATHS`] below the home directory: `~/.cargo/bin/srv` gets `~/.cargo/bin`, not
-//! `~/.cargo` with `credentials.toml`) or the TLS keys: it shrinks to the file's directory, or the
-//! file itself. As a last check ([`check_read_set`]) no read rule is `/` or an ancestor of the
-//! home directory, whatever its origin. A `filesystem.*` entry may still open a credential path
+//! interpreter is refused.
+//!
+//! The protected homes are [`Protected::home`] (`$HOME`) and [`Protected::other_homes`] (the
+//! passwd home of the effective uid); the people's homes are [`user_homes`] (`/etc/passwd`
+//! entries with a login shell, or below `/home` or `/root`). Below any of them a command's folder
+//! widens only to a known install layout ([`HOME_INSTALL_LAYOUTS`]: nvm, pyenv versions and
+//! root, uv tools and uv-managed Pythons, volta, fnm, asdf, mise, rustup toolchains, npm's
+//! `~/.npm-global/lib/node_modules/P`, and `~/.cargo/bin` as itself); `~/.local/bin/srv` and any
+//! other folder give the command's own folder: the rest of a home holds tokens no list names in
+//! advance. Elsewhere the prefix is the parent of `bin/`. A prefix never is a home or an ancestor
+//! of one, and never covers a protected path, a credential path ([`CREDENTIAL_PATHS`] below any
+//! home) or the TLS keys: it shrinks to the file's directory, or the file itself. As a last
+//! check ([`check_read_set`]) no read rule is `/` or an ancestor of a protected home, whatever
+//! its origin, by path or by `(st_dev, st_ino)` (a bind mount of `/` or of a home under another
+//! path); the launcher repeats the identity check on each opened descriptor. A `filesystem.*` entry may still open a credential path
 //! on purpose; [`exposed_credentials`] names it, `lock` warns and `sandbox test` shows the row.
 //!
 //! # Environment
@@ -105,9 +115,10 @@ mod sys;
 
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
-    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, ReadOnlyView, SandboxPlan,
-    SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
-    exposed_credentials, plan, plan_for_kernel, plan_with_view, resolve_command, seccomp_table,
+    HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,
+    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set,
+    compensations, credential_paths, exposed_credentials, passwd_homes, plan, plan_for_kernel,
+    plan_with_view, resolve_command, seccomp_table, user_homes,
 };
 pub use policy::{
     Limits, NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy,

@@ -89,6 +89,9 @@ pub const CREDENTIALS: &[&str] = &[
     ".aws/credentials",
     ".npmrc",
     ".docker/config.json",
+    ".claude/.credentials.json",
+    ".npm-global/etc/npmrc",
+    ".codex/auth.json",
 ];
 
 /// The host's TLS private key that Debian's `ssl-cert` installs, when present.
@@ -902,6 +905,19 @@ fn read_classes(allow_mode: bool) {
                 "command in ~/.local/bin",
                 script("home/.local/bin/escape-srv", &format!("#!{py}")),
             ),
+            // Folders of the home that are no install layout: the command's own folder only.
+            (
+                "command in ~/.claude/bin",
+                script("home/.claude/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/.npm-global/bin",
+                script("home/.npm-global/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/tools/bin",
+                script("home/tools/bin/escape-srv", &format!("#!{py}")),
+            ),
         ];
         w.chown();
         for (i, (class, cmd)) in classes.iter().enumerate() {
@@ -933,6 +949,206 @@ fn read_classes(allow_mode: bool) {
             }
             if uid == 0 {
                 refused(&res, "read_shadow", &["EACCES", "EPERM"], &ctx);
+            }
+        }
+    }
+}
+
+/// `argv` in a private mount namespace of its own, after the shell commands `setup` ran there
+/// as root (bind mounts over `/etc/passwd`, of `/`, ...): the host's mounts stay untouched.
+fn in_mount_ns(setup: &str, argv: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "/usr/bin/unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.push(format!("{setup} && exec \"$@\""));
+    v.push("sh".into());
+    v.extend(argv);
+    v
+}
+
+/// `w.argv(args)` with `HOME` set to `home`, or unset.
+fn argv_with_home(w: &Sbx, args: &[String], home: Option<&str>) -> Vec<String> {
+    w.argv(args)
+        .into_iter()
+        .filter_map(|a| match a.strip_prefix("HOME=") {
+            Some(_) => home.map(|h| format!("HOME={h}")),
+            None => Some(a),
+        })
+        .collect()
+}
+
+/// A copy of `/etc/passwd` in which `uid`'s home is `home` (when given), plus `extra` lines.
+fn passwd_with(w: &Sbx, uid: u32, home: Option<&str>, extra: &str) -> PathBuf {
+    let host = std::fs::read_to_string("/etc/passwd").unwrap();
+    let mut out = String::new();
+    for line in host.lines() {
+        let mut f: Vec<String> = line.split(':').map(String::from).collect();
+        if let Some(h) = home
+            && f.len() == 7
+            && f[2] == uid.to_string()
+        {
+            f[5] = h.to_owned();
+            f[6] = "/bin/sh".to_owned();
+        }
+        out.push_str(&f.join(":"));
+        out.push('\n');
+    }
+    out.push_str(extra);
+    let p = w.p("passwd");
+    std::fs::write(&p, out).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+#[test]
+fn escape_battery_home_classes() {
+    home_classes(false);
+}
+
+#[test]
+fn escape_battery_home_classes_in_allow_mode() {
+    home_classes(true);
+}
+
+/// The home is known without `$HOME`: a command installed in `~/bin` (prefix `~/bin`, never
+/// `~`) while `HOME` is unset (a client that clears the environment), while it names another
+/// folder, and while the home is another user's in `/etc/passwd`. Each runs in a mount
+/// namespace where `/etc/passwd` says where the home is.
+fn home_classes(allow_mode: bool) {
+    if current_uid() != 0 {
+        return skip("bind mounts over /etc/passwd need root");
+    }
+    let server = std::fs::read_to_string(helper("escape_server.py")).unwrap();
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let listed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allow: Vec<String> = if allow_mode {
+            vec![format!("127.0.0.1:{}", listed.local_addr().unwrap().port())]
+        } else {
+            vec![]
+        };
+        let cmd = w.p("home/bin/escape-srv");
+        std::fs::create_dir_all(cmd.parent().unwrap()).unwrap();
+        std::fs::write(&cmd, format!("#!{}\n{server}", support::PYTHON)).unwrap();
+        std::fs::set_permissions(&cmd, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(w.p("elsewhere")).unwrap();
+        let home = w.s("home");
+        let elsewhere = w.s("elsewhere");
+        let alice = format!("mcpsum-it-alice:x:4242:4242::{home}:/bin/sh\n");
+        let classes = [
+            (
+                "HOME unset, home from passwd",
+                None,
+                passwd_with(&w, uid, Some(&home), ""),
+            ),
+            (
+                "HOME elsewhere, home from passwd",
+                Some(elsewhere.as_str()),
+                passwd_with(&w, uid, Some(&home), ""),
+            ),
+            (
+                "HOME elsewhere, another user's home",
+                Some(elsewhere.as_str()),
+                passwd_with(&w, uid, None, &alice),
+            ),
+        ];
+        w.chown();
+        for (i, (class, home_var, passwd)) in classes.iter().enumerate() {
+            let setup = format!("mount --bind {} /etc/passwd", passwd.display());
+            let name = format!("home{i}");
+            let args = w.lock_args(
+                &name,
+                &policy(&[w.s("data")], &[], &allow),
+                &[],
+                &[cmd.display().to_string()],
+            );
+            let argv = in_mount_ns(&setup, argv_with_home(&w, &args, *home_var));
+            let r = run_output(&mut command_of(&argv, &w.root));
+            if let Some(why) = kernel_lacks(&r) {
+                return skip(&why);
+            }
+            r.code(0);
+            let proxy = ["proxy", "--name", &name].map(String::from);
+            let argv = in_mount_ns(&setup, argv_with_home(&w, &proxy, *home_var));
+            let mut s = Session::start(command_of(&argv, &w.root), w.p(&format!("{name}.stderr")));
+            let res = s.call(
+                "escape",
+                json!({"home": home, "outside": w.s("outside"), "lockfile": w.lockfile(),
+                       "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
+                       "abstract": "x", "secrets": w.secrets()}),
+            );
+            let ctx = format!("uid {uid}, allow {allow:?}, {class}: {res:#}");
+            assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
+            refused_secrets(&res, &w, &ctx);
+            for key in ["read_ssh_key", "list_home"] {
+                refused(&res, key, &["EACCES", "EPERM"], &ctx);
+            }
+        }
+    }
+}
+
+/// A `filesystem.read` entry that is `/` or the home under another path (a bind mount) passes
+/// every comparison of paths: `lock` refuses it by identity, naming the entry and what it is,
+/// as root and as `nobody`, in both network modes.
+#[test]
+fn escape_battery_bind_mount_classes() {
+    if current_uid() != 0 {
+        return skip("bind mounts need root");
+    }
+    for allow_mode in [false, true] {
+        for uid in users() {
+            let w = Sbx::new(uid);
+            for d in ["rootb", "homeb"] {
+                std::fs::create_dir_all(w.p(d)).unwrap();
+            }
+            w.chown();
+            let allow: Vec<String> = if allow_mode {
+                vec!["127.0.0.1:9".into()]
+            } else {
+                vec![]
+            };
+            let setup = format!(
+                "mount --bind / {} && mount --bind {} {}",
+                w.s("rootb"),
+                w.s("home"),
+                w.s("homeb")
+            );
+            for (i, (rule, what)) in [
+                ("rootb", "the whole filesystem (`/`)".to_owned()),
+                ("homeb", format!("the home directory (`{}`)", w.s("home"))),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let name = format!("bind{i}");
+                let args = w.lock_args(
+                    &name,
+                    &policy(&[w.s("data"), w.s(rule)], &[], &allow),
+                    &[],
+                    &escape_argv(),
+                );
+                let argv = in_mount_ns(&setup, w.argv(&args));
+                let r = run_output(&mut command_of(&argv, &w.root));
+                let ctx = format!("uid {uid}, allow {allow:?}, bind of {rule}: {r:?}");
+                assert_ne!(r.code, 0, "{ctx}");
+                assert!(
+                    r.stderr.contains(&format!(
+                        "`{}` (`filesystem.read[1]`) is {what} mounted elsewhere",
+                        w.s(rule)
+                    )),
+                    "{ctx}"
+                );
+                assert!(
+                    !w.lockfile().exists() || !w.lock_json().to_string().contains(&name),
+                    "{ctx}"
+                );
             }
         }
     }

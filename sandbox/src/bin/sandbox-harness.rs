@@ -98,6 +98,7 @@ mod linux {
             state_dir: cfg.state_dir.clone(),
             binary: std::env::current_exe().map_err(|e| e.to_string())?,
             home: cfg.home.clone(),
+            other_homes: Vec::new(),
         };
         let policy = SandboxPolicy {
             read: cfg.read.clone(),
