@@ -308,7 +308,8 @@ fn build_checks(
         ));
     }
     let all: Vec<FsRule> = plan.read.iter().chain(&plan.write).cloned().collect();
-    if let Some(home) = &protected.home {
+    // `$HOME` and the user's home in passwd, when they differ: both are protected alike.
+    for home in protected.home.iter().chain(&protected.other_homes) {
         let home = crate::policy::canonical_or_lexical(home);
         if !covered(&home, &all) {
             c.push((
@@ -320,7 +321,7 @@ fn build_checks(
     }
     // Credential exclusions: each listed credential path that exists stays closed, unless a
     // `filesystem.*` entry opens it on purpose (then the row is the warning).
-    if let Some(home) = &protected.home {
+    for home in protected.home.iter().chain(&protected.other_homes) {
         for cred in crate::plan::credential_paths(home) {
             if cred.symlink_metadata().is_err() {
                 continue;
