@@ -8,6 +8,7 @@ pub mod cli;
 pub mod commands;
 pub mod drift;
 pub mod error;
+pub mod fsutil;
 pub mod lockfile;
 pub mod mcp;
 pub mod output;

@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -274,17 +273,15 @@ fn read_state(path: &Path) -> std::io::Result<Option<SessionState>> {
 }
 
 fn write_state(path: &Path, state: &SessionState) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".taint.")
-        .tempfile_in(dir)?;
     let mut bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     // No fsync: the state lives as long as its client process, which a power loss ends too;
     // the rename keeps every reader's view whole.
-    tmp.write_all(&bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let opts = crate::fsutil::Replace {
+        durable: false,
+        ..crate::fsutil::Replace::default()
+    };
+    crate::fsutil::replace(path, &bytes, opts)
 }
 
 /// Every session's state in `state_dir`, with whether its client still runs. Sessions whose

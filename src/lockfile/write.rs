@@ -5,8 +5,7 @@
 //! separate thing (RFC 8785 per item); pretty text is never hashed.
 
 use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::collections::BTreeMap;
 
@@ -14,6 +13,7 @@ use serde::Serialize;
 
 use super::{Lockfile, ServerEntry};
 use crate::error::{Error, Result};
+use crate::fsutil::{self, parent_dir};
 
 /// The file's bytes. The version is the one the content requires.
 pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
@@ -36,9 +36,8 @@ pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
     out
 }
 
-/// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]): a temporary file in the
-/// same directory, fsync, rename over, fsync the directory. An interrupted write leaves the old
-/// file whole. A `path` that is a symbolic link is refused ([`refuse_symlink`]).
+/// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]) with
+/// [`fsutil::replace`]. An interrupted write leaves the old file whole. A `path` that is a symbolic link is refused ([`refuse_symlink`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     // Checked again here, under the lock, as the last step before the rename: this is the one
     // function that writes `mcp.lock`, so no caller can forget it.
@@ -50,23 +49,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .hint("check that the directory exists and is writable; the old file is unchanged")
     };
     remove_stale_temporaries(&dir);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".mcp.lock.")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(fail)?;
-    // Keep the mode of the file being replaced (a lockfile is committed, usually 0644).
-    let mode = std::fs::metadata(path)
-        .map(|m| m.permissions())
-        .unwrap_or_else(|_| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::Permissions::from_mode(0o644)
-        });
-    tmp.as_file().set_permissions(mode).map_err(fail)?;
-    tmp.write_all(bytes).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
+    // A new lockfile is committed, so readable by all (0644); an existing one keeps its mode.
+    let opts = fsutil::Replace {
+        new_mode: 0o644,
+        ..fsutil::Replace::default()
+    };
+    fsutil::replace(path, bytes, opts).map_err(fail)?;
     Ok(())
 }
 
@@ -134,13 +122,6 @@ fn remove_stale_temporaries(dir: &Path) {
         if name.starts_with(".mcp.lock.") && name.ends_with(".tmp") {
             let _ = std::fs::remove_file(entry.path());
         }
-    }
-}
-
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
     }
 }
 

@@ -675,8 +675,8 @@ fn write_all<'a>(
 
     let mut landed = Vec::new();
     for r in ready {
-        let meta = std::fs::metadata(&r.real);
-        let written = meta.and_then(|m| edit::write_atomic(&r.real, &r.after, Some(&m)));
+        // The config keeps its own mode and owner (a file that holds secrets stays 0600).
+        let written = crate::fsutil::replace(&r.real, &r.after, crate::fsutil::Replace::default());
         match written {
             Ok(()) => landed.push(r),
             Err(e) => {

@@ -98,8 +98,7 @@ pub fn save(path: &Path, manifest: &Manifest) -> Result<()> {
             .cause(e)
             .hint("check that the state directory is writable (`MCPSUM_STATE_DIR`)")
     };
-    let like = std::fs::metadata(path).ok();
-    super::edit::write_atomic(path, &bytes, like.as_ref()).map_err(fail)
+    crate::fsutil::replace(path, &bytes, crate::fsutil::Replace::default()).map_err(fail)
 }
 
 /// Appends `record` to the manifest under the state directory's lock.
@@ -158,7 +157,11 @@ pub fn run() -> Result<Exit> {
             let like = std::fs::metadata(&f.backup).map_err(|e| {
                 Error::new(format!("cannot read `{}`", f.backup.display())).cause(e)
             })?;
-            super::edit::write_atomic(&f.path, backup, Some(&like)).map_err(|e| {
+            let opts = crate::fsutil::Replace {
+                like: Some(&like),
+                ..crate::fsutil::Replace::default()
+            };
+            crate::fsutil::replace(&f.path, backup, opts).map_err(|e| {
                 Error::new(format!("cannot restore `{}`", f.path.display()))
                     .cause(e)
                     .hint(format!(
