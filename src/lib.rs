@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod output;
 pub mod paths;
 pub mod progress;
+pub mod protocol;
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;

@@ -421,18 +421,18 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
             "{}: `{v}` is not among `supportedVersions`",
             at("protocolVersion")
         )),
-        (None, crate::mcp::MODERN_VERSION) => problems.push(format!(
+        (None, crate::protocol::MODERN_VERSION) => problems.push(format!(
             "{}: a 2026-07-28 entry must record `supportedVersions`",
             at("protocolVersion")
         )),
         (_, "") => problems.push(format!("{}: must not be empty", at("protocolVersion"))),
         _ => {}
     }
-    if entry.era() == Era::Modern && entry.protocol_version != crate::mcp::MODERN_VERSION {
+    if entry.era() == Era::Modern && entry.protocol_version != crate::protocol::MODERN_VERSION {
         problems.push(format!(
             "{}: a `server/discover` entry must speak {}",
             at("protocolVersion"),
-            crate::mcp::MODERN_VERSION
+            crate::protocol::MODERN_VERSION
         ));
     }
     if !entry.server_info.is_object() {
@@ -518,7 +518,7 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
         }
     }
     if let Some(sandbox) = entry.sandbox() {
-        for problem in crate::sandboxing::check_policy_syntax(sandbox) {
+        for problem in sandbox.syntax_problems() {
             problems.push(format!("{}: {problem}", at("policy.sandbox")));
         }
     }

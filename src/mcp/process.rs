@@ -210,7 +210,7 @@ impl ServerProcess {
         let env = server_env(&launch.env_passthrough);
         let (mut cmd, sandbox) = match &launch.sandbox {
             Some(spec) => {
-                let prepared = crate::sandboxing::prepare(launch, spec, &resolved, env)
+                let prepared = crate::sandboxing::prepare(&launch.server, &launch.argv, spec, env)
                     .map_err(SpawnError::Sandbox)?;
                 (prepared.command, Some(prepared.running))
             }

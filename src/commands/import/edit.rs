@@ -8,6 +8,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::clients::{ArgsAt, Stdio};
+use super::literal::{json_string, toml_string};
 use crate::fsutil;
 use crate::output::{self, paint, style};
 
@@ -109,30 +110,6 @@ pub fn render_diff(label: &str, old: &str, new: &str) -> String {
     out
 }
 
-/// A JSON string literal.
-pub fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
-}
-
-/// A TOML basic string: `"` and `\` escaped, control characters as `\uXXXX`.
-pub fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Writes `bytes` to a new file beside `path`, `NAME.mcpsum-backup-STAMP` (never over an existing
 /// file), with `path`'s mode and owner ([`fsutil::create_new`]). Returns the backup's path.
 pub fn write_backup(
@@ -214,12 +191,6 @@ mod tests {
             routed(Shape::CodexToml, inline),
             "mcp_servers = { a = { command = \"/bin/mcpsum\", args = [\"proxy\", \"--name\", \"a\", \"--lockfile\", \"/l/mcp.lock\"], env = { K = \"v\" } } }\n"
         );
-    }
-
-    #[test]
-    fn strings_escape() {
-        assert_eq!(toml_string("a\"b\\c\u{1}"), "\"a\\\"b\\\\c\\u0001\"");
-        assert_eq!(json_string("a\"b"), "\"a\\\"b\"");
     }
 
     #[test]

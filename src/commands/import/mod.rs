@@ -13,6 +13,7 @@
 
 mod clients;
 mod edit;
+mod literal;
 mod undo;
 
 use std::collections::{BTreeMap, BTreeSet};
