@@ -92,7 +92,7 @@ impl Filter {
             Some(text) => {
                 let d = parse_duration(text).ok_or_else(|| {
                     Error::new(format!("`--since {text}` is not a duration"))
-                        .hint("use a number and a unit: `90s`, `10m`, `2h`, `3d` or `1w`")
+                        .hint("use a number and a unit: `90s`, `10m`, `2h`, `3d` or `1w` (or a sum: `1h30m`)")
                 })?;
                 // A cut-off before the earliest representable time keeps everything.
                 time::Duration::try_from(d)
@@ -159,21 +159,10 @@ fn needles(values: &[String]) -> Vec<memchr::memmem::Finder<'static>> {
         .collect()
 }
 
-/// `90s`, `10m`, `2h`, `3d`, `1w`.
+/// `90s`, `10m`, `2h`, `3d`, `1w`, a sum such as `1h30m` or a fraction such as `1.5h`
+/// (`humantime`'s grammar: every number has a unit, no sign).
 fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return None,
-    };
-    Some(Duration::from_secs(n.checked_mul(secs)?))
+    humantime::parse_duration(text.trim()).ok()
 }
 
 // ----- reading -----
@@ -833,16 +822,9 @@ mod tests {
         assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7_200)));
         assert_eq!(parse_duration("3d"), Some(Duration::from_secs(259_200)));
         assert_eq!(parse_duration("1w"), Some(Duration::from_secs(604_800)));
-        for bad in [
-            "",
-            "m",
-            "10",
-            "10x",
-            "-1h",
-            "1.5h",
-            "1h30m",
-            "99999999999999999999d",
-        ] {
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5_400)));
+        for bad in ["", "m", "10", "10x", "-1h", "99999999999999999999d"] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
     }
