@@ -800,20 +800,24 @@ fn millis(ms: u64) -> String {
     }
 }
 
+/// A byte count in SI units with one decimal (`517 B`, `4.1 kB`, `2.0 MB`).
 fn bytes(n: u64) -> String {
-    if n < 1_000 {
-        format!("{n} B")
-    } else if n < 1_000_000 {
-        format!("{:.1} kB", n as f64 / 1_000.0)
-    } else {
-        format!("{:.1} MB", n as f64 / 1_000_000.0)
-    }
+    bytesize::ByteSize::b(n).display().si().to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(517), "517 B");
+        assert_eq!(bytes(4_100), "4.1 kB");
+        assert_eq!(bytes(2_000_000), "2.0 MB");
+        assert_eq!(bytes(3_500_000_000), "3.5 GB");
+    }
 
     #[test]
     fn durations() {
