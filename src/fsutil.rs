@@ -136,11 +136,11 @@ mod tests {
     use super::*;
 
     fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).unwrap().mode() & 0o7777
+        fs_err::metadata(path).unwrap().mode() & 0o7777
     }
 
     fn leftovers(dir: &Path) -> Vec<String> {
-        std::fs::read_dir(dir)
+        fs_err::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tmp"))
@@ -151,10 +151,10 @@ mod tests {
     fn replaces_and_keeps_the_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
-        std::fs::write(&path, "old").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        fs_err::write(&path, "old").unwrap();
+        fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         replace(&path, b"new", Replace::default()).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "new");
         assert_eq!(mode(&path), 0o640);
         assert!(leftovers(dir.path()).is_empty());
     }
@@ -170,9 +170,9 @@ mod tests {
         replace(&path, b"a", opts).unwrap();
         assert_eq!(mode(&path), 0o644);
         let other = dir.path().join("backup");
-        std::fs::write(&other, "b").unwrap();
-        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let like = std::fs::metadata(&other).unwrap();
+        fs_err::write(&other, "b").unwrap();
+        fs_err::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let like = fs_err::metadata(&other).unwrap();
         let opts = Replace {
             like: Some(&like),
             ..Replace::default()
@@ -189,10 +189,10 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
-        std::fs::write(&path, "old").unwrap();
+        fs_err::write(&path, "old").unwrap();
         std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
         replace(&path, b"new", Replace::default()).unwrap();
-        let meta = std::fs::metadata(&path).unwrap();
+        let meta = fs_err::metadata(&path).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
     }
 
@@ -200,19 +200,19 @@ mod tests {
     fn refuses_a_symbolic_link() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("bashrc");
-        std::fs::write(&target, "keep me\n").unwrap();
+        fs_err::write(&target, "keep me\n").unwrap();
         let link = dir.path().join("mcp.lock");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = replace(&link, b"{}\n", Replace::default()).unwrap_err();
         assert!(err.to_string().contains("is a symbolic link"), "{err}");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        assert_eq!(fs_err::read_to_string(&target).unwrap(), "keep me\n");
         assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
         // A dangling link is refused as well (it would create the file it names).
         let dangling = dir.path().join("dangling");
         std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
         assert!(replace(&dangling, b"x", Replace::default()).is_err());
         assert!(!dir.path().join("nowhere").exists());
-        assert!(create_new(&dangling, b"x", &std::fs::metadata(&target).unwrap()).is_err());
+        assert!(create_new(&dangling, b"x", &fs_err::metadata(&target).unwrap()).is_err());
         assert!(!dir.path().join("nowhere").exists());
     }
 
@@ -222,33 +222,33 @@ mod tests {
     fn an_interrupted_write_leaves_the_old_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mcp.lock");
-        std::fs::write(&path, "old").unwrap();
+        fs_err::write(&path, "old").unwrap();
         let mut seen = None;
         let err = replace_with(&path, b"new", Replace::default(), |tmp| {
-            seen = Some(std::fs::read_to_string(tmp).unwrap());
+            seen = Some(fs_err::read_to_string(tmp).unwrap());
             Err(std::io::Error::other("killed"))
         })
         .unwrap_err();
         assert_eq!(err.to_string(), "killed");
         assert_eq!(seen.as_deref(), Some("new"));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "old");
         assert!(leftovers(dir.path()).is_empty());
 
         let stale = dir.path().join(".mcp.lock.left.tmp");
-        std::fs::write(&stale, "half").unwrap();
+        fs_err::write(&stale, "half").unwrap();
         replace(&path, b"new", Replace::default()).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        assert_eq!(std::fs::read_to_string(&stale).unwrap(), "half");
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "new");
+        assert_eq!(fs_err::read_to_string(&stale).unwrap(), "half");
     }
 
     #[test]
     fn create_new_never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("backup");
-        std::fs::write(&path, "first").unwrap();
-        let like = std::fs::metadata(&path).unwrap();
+        fs_err::write(&path, "first").unwrap();
+        let like = fs_err::metadata(&path).unwrap();
         let err = create_new(&path, b"second", &like).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "first");
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "first");
     }
 }

@@ -102,7 +102,7 @@ pub fn start_egress(
 pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
     let state_dir = crate::paths::ensure_state_dir().map_err(|e| e.one_line())?;
     let binary = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+        .and_then(fs_err::canonicalize)
         .map_err(|e| format!("cannot find the mcpsum binary: {e}"))?;
     let lockfile = std::path::absolute(lockfile).unwrap_or_else(|_| lockfile.to_path_buf());
     Ok(mcpsum_sandbox::Protected {

@@ -210,8 +210,8 @@ enum Next {
 }
 
 fn open(path: &Path) -> Result<Option<File>> {
-    match File::open(path) {
-        Ok(f) => Ok(Some(f)),
+    match fs_err::File::open(path) {
+        Ok(f) => Ok(Some(f.into_parts().0)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_error(path, e)),
     }
@@ -338,7 +338,7 @@ impl Log {
 
     /// What became of the file at `path` since it was opened.
     fn check(&self, path: &Path) -> FileState {
-        match std::fs::metadata(path) {
+        match fs_err::metadata(path) {
             Err(_) => FileState::Gone,
             Ok(m) if (m.dev(), m.ino()) != self.id => FileState::Replaced,
             Ok(m) if m.len() < self.offset => FileState::Truncated,

@@ -154,7 +154,7 @@ pub fn run() -> Result<Exit> {
 
     for (f, state) in &plan {
         if let FileState::AsWritten(backup) = state {
-            let like = std::fs::metadata(&f.backup).map_err(|e| {
+            let like = fs_err::metadata(&f.backup).map_err(|e| {
                 Error::new(format!("cannot read `{}`", f.backup.display())).cause(e)
             })?;
             let opts = crate::fsutil::Replace {
@@ -184,7 +184,7 @@ pub fn run() -> Result<Exit> {
     }
     // Backups go only once every file is back, so an interrupted undo can be run again.
     for (f, _) in &plan {
-        let _ = std::fs::remove_file(&f.backup);
+        let _ = fs_err::remove_file(&f.backup);
     }
     let lockfile = record.lockfile.clone();
     let locked_any = record.files.iter().any(|f| !f.servers.is_empty());
@@ -215,7 +215,7 @@ fn nothing_to_undo(path: &Path) -> Error {
 /// Whether `f` can be restored: the backup must be the file as it was, and the file must be
 /// what the import wrote (or already back as it was).
 fn check(f: &FileRecord) -> std::result::Result<FileState, String> {
-    let backup = std::fs::read(&f.backup).map_err(|e| {
+    let backup = fs_err::read(&f.backup).map_err(|e| {
         format!(
             "`{}`: its backup `{}` cannot be read ({e})",
             f.path.display(),
@@ -229,7 +229,7 @@ fn check(f: &FileRecord) -> std::result::Result<FileState, String> {
             f.backup.display()
         ));
     }
-    let current = std::fs::read(&f.path).map_err(|e| {
+    let current = fs_err::read(&f.path).map_err(|e| {
         format!(
             "`{}` cannot be read ({e}); its backup is `{}`",
             f.path.display(),
