@@ -89,7 +89,7 @@ pub fn ensure_state_dir() -> Result<PathBuf> {
 /// like the state's own files.
 pub fn private_dir_problem(dir: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::metadata(dir) {
+    let meta = match fs_err::metadata(dir) {
         Ok(m) => m,
         Err(e) => return Some(format!("cannot read it ({e})")),
     };

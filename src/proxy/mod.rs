@@ -112,7 +112,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // Fail closed before answering anything: a sandbox that cannot be built here is reported as
     // a start that failed, as `lock` and `verify` report it.
     if let Some(spec) = &launch.sandbox
-        && let Err(e) = crate::sandboxing::check(&launch, spec)
+        && let Err(e) = crate::sandboxing::check(&launch.server, &launch.argv, spec)
     {
         let failure = client::Failure {
             error: client::ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(e)),
