@@ -1452,6 +1452,63 @@ fn has_row(doc: &Value, prefix: &str) -> bool {
         .any(|r| r["check"].as_str().unwrap_or_default().starts_with(prefix))
 }
 
+/// A root server where no pids controller can be used (the pids hierarchy unmounted in a mount
+/// namespace of the test's own): the launch goes on, and the layer list, `sandbox test` and the
+/// server's stderr say the task limit does not bind root, and why.
+#[test]
+fn a_root_server_without_a_pids_cgroup_starts_and_says_so() {
+    if current_uid() != 0 || !Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+        return skip("needs root and a cgroup v1 pids hierarchy to hide");
+    }
+    let w = Sbx::new(0);
+    let pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+    let r = w.lock("escape", &pol, &escape_argv());
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let hidden = |args: &[&str]| {
+        let mut argv = w.argv(args);
+        let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+        let wrap = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "umount /sys/fs/cgroup/pids && exec \"$@\"",
+            "sh",
+        ];
+        argv.splice(at..at, wrap.map(str::to_owned));
+        command_of(&argv, &w.root)
+    };
+    let report = run_output(&mut hidden(&["sandbox", "test", "--name", "escape"]));
+    assert_eq!(report.code, 0, "{report:#?}");
+    let needle = "missing: root (uid 0) is exempt from RLIMIT_NPROC and no pids cgroup can be used (the pids cgroup of this process is not mounted here)";
+    assert!(report.stdout.contains(needle), "{needle}: {report:#?}");
+    assert!(
+        report
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("task limit for root (pids cgroup)")
+                && l.contains("missing: no pids cgroup")),
+        "{report:#?}"
+    );
+    let mut s = Session::start(hidden(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+    // The server runs (a tool call), without the cgroup.
+    let small = s.call("forkbomb", json!({"max": 3}));
+    assert_eq!(small["forked"], json!(3), "{small}");
+    drop(s);
+    let stderr = std::fs::read_to_string(w.p("proxy.stderr")).unwrap();
+    assert!(
+        stderr.contains(
+            "mcpsum sandbox: no pids cgroup (the pids cgroup of this process is not mounted here)"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
     for uid in users() {
