@@ -9,8 +9,11 @@
 //!   sender we could trust, and a group `SIGTERM` from mcpsum's own shutdown must not cut the
 //!   server's grace period short).
 //!
+//! Once the tree is gone it removes the server's task cgroup (see `cgroup`), which it never
+//! entered itself.
+//!
 //! A group `SIGKILL` from mcpsum's shutdown kills the guard too; the orphans then go to mcpsum,
-//! which is itself a subreaper and ends them before it exits.
+//! which is itself a subreaper and ends them (and removes the task cgroup) before it exits.
 
 use std::time::Duration;
 
@@ -93,6 +96,7 @@ fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
             Ok(Signal::SIGCHLD) | Err(_) => {}
             Ok(_) if getppid().as_raw() != parent => {
                 end_tree();
+                crate::cgroup::remove(getpid().as_raw());
                 std::process::exit(crate::SETUP_FAILED_EXIT);
             }
             // mcpsum's shutdown signals the whole group, the server included: it has its grace.
@@ -101,11 +105,13 @@ fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
         reap(server, &mut status);
         if let Some(status) = status {
             end_tree();
+            crate::cgroup::remove(getpid().as_raw());
             mirror(status);
         }
         // mcpsum may have died while a signal of ours was already pending.
         if getppid().as_raw() != parent {
             end_tree();
+            crate::cgroup::remove(getpid().as_raw());
             std::process::exit(crate::SETUP_FAILED_EXIT);
         }
     }

@@ -101,6 +101,11 @@ pub(crate) trait Sys {
     fn die_with_parent(&mut self) -> Result<i32, Fail>;
     /// Closes every descriptor above 2 except `keep`.
     fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
+    /// For a server that would run as the host's root, which the kernel exempts from
+    /// `RLIMIT_NPROC`: moves the launcher into a pids cgroup of its own named for `guard`, with
+    /// `pids.max` = `tasks` (see `cgroup`). `Ok(false)`: not root, nothing to do. `Err`: why no
+    /// pids controller can be used (the launch goes on; the limit does not bind root).
+    fn task_cgroup(&mut self, tasks: u64, guard: i32) -> Result<bool, String>;
     /// The environment `prepare` gave the launcher.
     fn environment(&mut self) -> Vec<(OsString, OsString)>;
     /// `unshare(NEWUSER|NEWNS[|NEWNET])`; on failure nothing changed (the caller may
@@ -152,6 +157,14 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     //    allow mode), the read-only view, the limits.
     let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
+    // Still root with every capability and in the host's namespaces: the one moment a root
+    // launcher can make and enter a cgroup; the tree after it stays there.
+    if let Err(why) = sys.task_cgroup(spec.limits.tasks, guard) {
+        sys.note(&format!(
+            "mcpsum sandbox: no pids cgroup ({why}): the kernel exempts uid 0 from RLIMIT_NPROC, the limit of {} tasks does not bind this root server",
+            spec.limits.tasks
+        ));
+    }
     let mut seccomp = spec.seccomp.clone();
     let mut own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
     if own_userns {
@@ -259,6 +272,13 @@ impl Sys for RealSys {
                 "use a kernel >= 5.9",
             )
         })
+    }
+
+    fn task_cgroup(&mut self, tasks: u64, guard: i32) -> Result<bool, String> {
+        if !crate::plan::task_limit_exempt() {
+            return Ok(false);
+        }
+        crate::cgroup::enter(guard, tasks).map(|_| true)
     }
 
     fn environment(&mut self) -> Vec<(OsString, OsString)> {
@@ -478,7 +498,8 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
 /// Core dumps off; at most `limits.tasks` tasks in the server's tree. In the launcher's own user
 /// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace).
 /// Without one it counts every task of the user, so the limit is what runs now plus the
-/// policy's. The host's uid 0 is exempt from it in every namespace (`sandbox test` says so).
+/// policy's. The host's uid 0 is exempt from it in every namespace: for root the task cgroup
+/// (entered before `unshare`, see `cgroup`) holds the limit instead.
 fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let layer = "limits";
@@ -769,6 +790,14 @@ mod tests {
         fn close_fds(&mut self, _keep: Option<RawFd>) -> Result<(), Fail> {
             self.step("close_fds")
         }
+        fn task_cgroup(&mut self, _tasks: u64, guard: i32) -> Result<bool, String> {
+            assert_eq!(guard, 70);
+            self.calls.push("cgroup");
+            match self.fail_at {
+                Some("cgroup") => Err("none".into()),
+                _ => Ok(true),
+            }
+        }
         fn environment(&mut self) -> Vec<(OsString, OsString)> {
             self.env.clone()
         }
@@ -864,7 +893,7 @@ mod tests {
         }
     }
 
-    const START: [&str; 3] = ["guard", "pdeathsig", "close_fds"];
+    const START: [&str; 4] = ["guard", "pdeathsig", "close_fds", "cgroup"];
 
     fn calls(rest: &[&'static str]) -> Vec<&'static str> {
         START.iter().chain(rest).copied().collect()
@@ -1016,6 +1045,30 @@ mod tests {
             };
             assert_eq!(end.layer, layer);
         }
+    }
+
+    #[test]
+    fn without_a_pids_cgroup_the_launch_goes_on_and_says_so() {
+        let mut f = fake(Some("cgroup"));
+        launch(&mut f, &spec(false));
+        assert_eq!(
+            f.calls,
+            [
+                "guard",
+                "pdeathsig",
+                "close_fds",
+                "cgroup",
+                "note",
+                "unshare",
+                "namespaces",
+                "view",
+                "limits",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ]
+        );
     }
 
     #[test]

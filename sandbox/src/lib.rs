@@ -12,7 +12,10 @@
 //!    `mcpsum-launch __sandbox-exec <spec>`. The caller sets stdio, `process_group(0)`, and
 //!    spawns it.
 //! 4. The launcher ([`launcher_binary_main`], single-threaded, in the child) applies, in order:
-//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, `unshare(NEWUSER|NEWNS[|NEWNET])`,
+//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, [host root only: a pids cgroup of its
+//!    own with `pids.max` = the task limit, which `RLIMIT_NPROC` cannot be for uid 0; where no
+//!    pids controller can be used the launch goes on and says so],
+//!    `unshare(NEWUSER|NEWNS[|NEWNET])`,
 //!    `setgroups deny`, identity uid/gid map, the read-only view (every mount read-only, the write
 //!    set bound read-write again; skipped, with a seccomp compensation, where no user namespace
 //!    can be made and `network.allow` is `[]`), `RLIMIT_NPROC` and `RLIMIT_CORE`, [allow mode:
@@ -98,6 +101,8 @@ mod plan;
 mod policy;
 mod report_model;
 
+#[cfg(target_os = "linux")]
+mod cgroup;
 #[cfg(target_os = "linux")]
 mod guard;
 #[cfg(target_os = "linux")]
@@ -318,11 +323,15 @@ pub fn guarded_command(
 }
 
 /// Kills every descendant of this process, round after round, reaping them, until none is left
-/// (what a guard does when its server ends; mcpsum, a subreaper too, does it before it exits).
+/// (what a guard does when its server ends; mcpsum, a subreaper too, does it before it exits),
+/// then removes the task cgroups of guards killed before they could (see `cgroup`).
 /// Elsewhere than Linux, nothing.
 pub fn end_descendants() {
     #[cfg(target_os = "linux")]
-    guard::end_tree();
+    {
+        guard::end_tree();
+        cgroup::sweep();
+    }
 }
 
 /// Default time [`Prepared::receive_listener`] should wait for the launcher (design 4.6).

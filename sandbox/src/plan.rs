@@ -513,7 +513,8 @@ fn userns_unavailable() -> Option<String> {
 
 /// Whether this process's real uid is the host's uid 0 (its uid maps to 0 one level up, which is
 /// the host in every setup mcpsum supports): the kernel never holds that user to `RLIMIT_NPROC`,
-/// in any user namespace, so the task limit does not bind a root server.
+/// in any user namespace, so for a root server the launcher holds the task limit with a pids
+/// cgroup instead (see `cgroup`), where one can be used.
 #[cfg(target_os = "linux")]
 pub(crate) fn task_limit_exempt() -> bool {
     let uid = u64::from(nix::unistd::getuid().as_raw());

@@ -832,9 +832,38 @@ fn escape_battery(allow_mode: bool) {
         assert_eq!(res["cap_eff"], "0000000000000000", "{ctx}");
         assert!(!w.p("outside/pwned").exists(), "{ctx}");
         assert!(!Path::new("/tmp/mcpsum-escape-pwned").exists(), "{ctx}");
+        // The task cgroup (root) or the own one (anyone): never left, never raised.
+        refused(&res, "cgroup_leave", &["EROFS", "EACCES", "EPERM"], &ctx);
+        refused(&res, "cgroup_raise", &["EROFS", "EACCES", "EPERM"], &ctx);
+        let task_cgroup = (uid == 0 && pids_cgroup_usable()).then(|| {
+            // A root server's tree is in a pids cgroup of its own, named for its guard.
+            let dir = pids_cgroup_of(guard)
+                .unwrap()
+                .join(format!("mcpsum-{guard}"));
+            assert_eq!(
+                pids_cgroup_of(res["pid"].as_u64().unwrap()),
+                Some(dir.clone()),
+                "{ctx}"
+            );
+            let max = std::fs::read_to_string(dir.join("pids.max")).unwrap();
+            assert_eq!(max.trim(), BATTERY_TASKS.to_string(), "{ctx}");
+            dir
+        });
         // The proxy is alive and well after all that.
         let ping = s.request("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
+        if !allow_mode {
+            // The proxy killed: its guard still ends the tree and removes the task cgroup.
+            s.child.kill().unwrap();
+        }
+        drop(s);
+        if let Some(dir) = task_cgroup {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while dir.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(!dir.exists(), "{ctx}: `{}` is left behind", dir.display());
+        }
     }
 }
 
@@ -1157,6 +1186,28 @@ fn escape_battery_bind_mount_classes() {
 /// The task limit of the battery's policy.
 const BATTERY_TASKS: u64 = 48;
 
+/// Whether a pids cgroup can hold a root server's task limit here (v1 `pids` hierarchy, or
+/// cgroup v2 with `pids` enabled below the root), as the launcher finds it.
+fn pids_cgroup_usable() -> bool {
+    Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+        || std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+}
+
+/// The folder of the pids cgroup `pid` is in, as seen from here.
+fn pids_cgroup_of(pid: u64) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.splitn(3, ':').collect()).collect();
+    if let Some(l) = lines
+        .iter()
+        .find(|l| l.len() == 3 && l[1].split(',').any(|c| c == "pids"))
+    {
+        return Some(PathBuf::from(format!("/sys/fs/cgroup/pids{}", l[2])));
+    }
+    let l = lines.iter().find(|l| l.len() == 3 && l[0] == "0")?;
+    Some(PathBuf::from(format!("/sys/fs/cgroup{}", l[2])))
+}
+
 /// How the battery's sandbox keeps metadata outside the write set unchanged.
 #[derive(Clone, Copy, PartialEq)]
 enum View {
@@ -1227,9 +1278,9 @@ fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
         refused(&res, &format!("tmp.{call}"), &["EPERM"], &ctx);
     }
 
-    if w.uid == 0 {
-        // The kernel exempts the host's uid 0 from RLIMIT_NPROC in every user namespace: the
-        // limit does not bind a root server (`sandbox test` names it).
+    if w.uid == 0 && !pids_cgroup_usable() {
+        // The kernel exempts the host's uid 0 from RLIMIT_NPROC in every user namespace and no
+        // pids cgroup can hold it: the limit does not bind a root server (`sandbox test` says so).
         return;
     }
     let bomb = s.call("forkbomb", json!({"max": 2000}));
@@ -1626,6 +1677,63 @@ fn has_row(doc: &Value, prefix: &str) -> bool {
         .any(|r| r["check"].as_str().unwrap_or_default().starts_with(prefix))
 }
 
+/// A root server where no pids controller can be used (the pids hierarchy unmounted in a mount
+/// namespace of the test's own): the launch goes on, and the layer list, `sandbox test` and the
+/// server's stderr say the task limit does not bind root, and why.
+#[test]
+fn a_root_server_without_a_pids_cgroup_starts_and_says_so() {
+    if current_uid() != 0 || !Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+        return skip("needs root and a cgroup v1 pids hierarchy to hide");
+    }
+    let w = Sbx::new(0);
+    let pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+    let r = w.lock("escape", &pol, &escape_argv());
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let hidden = |args: &[&str]| {
+        let mut argv = w.argv(args);
+        let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+        let wrap = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "umount /sys/fs/cgroup/pids && exec \"$@\"",
+            "sh",
+        ];
+        argv.splice(at..at, wrap.map(str::to_owned));
+        command_of(&argv, &w.root)
+    };
+    let report = run_output(&mut hidden(&["sandbox", "test", "--name", "escape"]));
+    assert_eq!(report.code, 0, "{report:#?}");
+    let needle = "missing: root (uid 0) is exempt from RLIMIT_NPROC and no pids cgroup can be used (the pids cgroup of this process is not mounted here)";
+    assert!(report.stdout.contains(needle), "{needle}: {report:#?}");
+    assert!(
+        report
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("task limit for root (pids cgroup)")
+                && l.contains("missing: no pids cgroup")),
+        "{report:#?}"
+    );
+    let mut s = Session::start(hidden(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+    // The server runs (a tool call), without the cgroup.
+    let small = s.call("forkbomb", json!({"max": 3}));
+    assert_eq!(small["forked"], json!(3), "{small}");
+    drop(s);
+    let stderr = std::fs::read_to_string(w.p("proxy.stderr")).unwrap();
+    assert!(
+        stderr.contains(
+            "mcpsum sandbox: no pids cgroup (the pids cgroup of this process is not mounted here)"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
     for uid in users() {
@@ -1655,6 +1763,24 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
             "NoNewPrivs",
         ] {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
+        }
+        // Root's task limit is held by a pids cgroup of the probe's own, and the layer list says so.
+        if uid == 0 && pids_cgroup_usable() {
+            let row = doc["report"]["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["check"] == "task limit for root (pids cgroup)")
+                .unwrap_or_else(|| panic!("{ctx}: no pids cgroup row: {doc:#}"));
+            assert!(
+                row["observed"].as_str().unwrap().contains("/mcpsum-"),
+                "{ctx}: {row:#}"
+            );
+            let text = w.run(&["sandbox", "test", "--name", "probe"]).stdout;
+            assert!(
+                text.contains("tasks in the server's tree by a pids cgroup of its own"),
+                "{ctx}: {text}"
+            );
         }
         // The credential exclusions and the TLS key folder, one row each.
         for rel in [
