@@ -1614,6 +1614,25 @@ fn bench_egress(ctx: &Ctx) -> Table {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let peers: Vec<String> = v["peers"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(name, p)| {
+                    format!(
+                        "{name} {} (`{}`)",
+                        p["version"].as_str().unwrap_or("?"),
+                        p["config"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let peers_text = if peers.is_empty() {
+        "No peer was installed in this run (`apt-get install squid tinyproxy`).".to_owned()
+    } else {
+        format!("Peers in this run: {}.", peers.join("; "))
+    };
     let mut t = Table::new(
         "Egress tunnel: throughput and set-up",
         &format!(
@@ -1623,13 +1642,20 @@ fn bench_egress(ctx: &Ctx) -> Table {
              current-thread runtime). Direct = the client connects to the server over loopback \
              TCP; proxied = the same client and server, the same bytes (a ClientHello, then \
              {mib} MiB in 64 KiB writes, counted by the server), through `CONNECT` to the proxy. \
+             Peers: squid and tinyproxy (Debian packages), each started by the bench on a free \
+             loopback port as a plain CONNECT relay (no cache, no access log, any port, loopback \
+             clients only) and stopped after; the same client, server and bytes go through them. \
              {rounds} rounds, each running every path once in a rotating order; throughput = \
              best MB/s over the rounds, and proxied/direct = median over the rounds of the two \
-             paths' ratio in the same round. On-CPU time per GiB of each thread from \
-             `/proc/self/task/*/schedstat`, medians over the rounds. On loopback a write also \
-             runs the receiving socket's TCP input and a read's ACK can push the peer's queued \
-             data, so work moves between threads: compare the totals. The set-up rows compare \
-             300 direct connects or handshakes with the same through the proxy (median)."
+             paths' ratio in the same round; against the best peer = median over the rounds of \
+             the copying relay's MB/s over the fastest peer's in that round. On-CPU time per GiB \
+             of each thread from `/proc/self/task/*/schedstat`, and of a peer process from its \
+             CPU-time clock (`clock_getcpuclockid`: the same scheduler count, summed over its \
+             threads, exited ones included, and its children), medians over the rounds. On \
+             loopback a write also runs the receiving socket's TCP input and a read's ACK can \
+             push the peer's queued data, so work moves between threads: compare the totals. \
+             The set-up rows compare 300 direct connects or handshakes with the same through the \
+             proxy (median). {peers_text}"
         ),
     );
     let f = |kind: &str, path: &str, key: &str| v[kind][path][key].as_f64().unwrap_or(f64::NAN);
@@ -1638,14 +1664,25 @@ fn bench_egress(ctx: &Ctx) -> Table {
             .as_f64()
             .unwrap_or(f64::NAN)
     };
+    let peer_names: Vec<&str> = ["squid", "tinyproxy"]
+        .into_iter()
+        .filter(|p| v["raw"][*p].is_object() || v["tls"][*p].is_object())
+        .collect();
     for (kind, name) in [
         ("raw", "raw TCP after a ClientHello"),
         ("tls", "TLS 1.3 bulk data (rustls, ring)"),
     ] {
         let direct = format!("direct {:.0} MB/s", f(kind, "direct", "mbps_best"));
         let ratio = f(kind, "copy", "ratio_median");
+        let of_direct = |path: &str| {
+            format!(
+                "{path} {:.0} MB/s · {:.0}% of direct",
+                f(kind, path, "mbps_best"),
+                100.0 * f(kind, path, "ratio_median")
+            )
+        };
         t.row(
-            &format!("{name}: tunnel throughput, copying relay (default)"),
+            &format!("{name}: tunnel throughput, copying relay"),
             format!(
                 "{:.0} MB/s · {:.0}% of direct",
                 f(kind, "copy", "mbps_best"),
@@ -1655,20 +1692,45 @@ fn bench_egress(ctx: &Ctx) -> Table {
             "≥ 90 % of direct",
             Some(ratio >= 0.9),
         );
-        t.row(
-            &format!("{name}: tunnel throughput, splice relay (`zero_copy`, opt-in)"),
-            format!(
-                "{:.0} MB/s · {:.0}% of direct",
-                f(kind, "splice", "mbps_best"),
-                100.0 * f(kind, "splice", "ratio_median")
-            ),
-            direct,
-            "compare",
-            None,
-        );
+        let against = &v[kind]["copy_vs_best_peer"];
+        if against.is_object() {
+            let tput = against["throughput_ratio_median"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+            let fastest = against["fastest_peer"].as_str().unwrap_or("?");
+            t.row(
+                &format!("{name}: tunnel throughput against the best peer"),
+                format!("{:.0}% of {fastest}", 100.0 * tput),
+                peer_names
+                    .iter()
+                    .copied()
+                    .map(of_direct)
+                    .collect::<Vec<_>>()
+                    .join(" · "),
+                "≥ 100 % of the best peer",
+                Some(tput >= 1.0),
+            );
+            let relay = against["relay_cpu_ratio"].as_f64().unwrap_or(f64::NAN);
+            let leanest = against["leanest_peer"].as_str().unwrap_or("?");
+            t.row(
+                &format!("{name}: relay on-CPU per GiB against the best peer"),
+                format!(
+                    "{:.0} ms · {:.0}% of {leanest}",
+                    cpu(kind, "copy", "relay"),
+                    100.0 * relay
+                ),
+                peer_names
+                    .iter()
+                    .map(|p| format!("{p} {:.0} ms", cpu(kind, p, "relay")))
+                    .collect::<Vec<_>>()
+                    .join(" · "),
+                "≤ 100 % of the best peer",
+                Some(relay <= 1.0),
+            );
+        }
         let split = |path: &str| {
             format!(
-                "{:.0} + {:.0} + {:.0} = {:.0} ms",
+                "{path} {:.0} + {:.0} + {:.0} = {:.0} ms",
                 cpu(kind, path, "client"),
                 cpu(kind, path, "server"),
                 cpu(kind, path, "relay"),
@@ -1677,7 +1739,11 @@ fn bench_egress(ctx: &Ctx) -> Table {
         };
         t.row(
             &format!("{name}: on-CPU per GiB, client + server + relay"),
-            format!("copy {} · splice {}", split("copy"), split("splice")),
+            std::iter::once("copy")
+                .chain(peer_names.iter().copied())
+                .map(split)
+                .collect::<Vec<_>>()
+                .join(" · "),
             format!(
                 "direct {:.0} + {:.0} = {:.0} ms",
                 cpu(kind, "direct", "client"),

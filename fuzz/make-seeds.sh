@@ -231,7 +231,14 @@ memory_hello("python-openssl-no-sni", None)
 memory_hello("python-openssl-tls12-alpn", "Mixed.Case.Example.COM", alpn=("http/1.1",), tls12=True)
 EOF
 
-# rustls' own hellos.
+# Heads whose lines end in LF while the empty line ends in CRLF, and the other way round (RFC
+# 9112 2.2 lets a recipient take a bare LF as a line end; the proxy does).
+printf 'CONNECT a.example.com:443 HTTP/1.1\nHost: a.example.com:443\n\r\n' \
+    >"$corpus/connect/bare-lf-lines-crlf-blank-line"
+printf 'CONNECT a.example.com:443 HTTP/1.1\r\nHost: a.example.com:443\r\n\n' \
+    >"$corpus/connect/crlf-lines-bare-lf-blank-line"
+
+# rustls' own hellos (and one with an Encrypted Client Hello extension added).
 cargo run --quiet -p mcpsum-egress --example client_hellos -- "$corpus/client_hello"
 
 for t in lockfile canonical framing connect allowlist client_hello; do

@@ -16,8 +16,27 @@ cd "$(dirname "$0")/.."
 out="${BENCH_OUT:-BENCHMARKS.md}"
 args=("$@")
 
-echo "building release binary and bench..." >&2
-cargo build --release --bin mcpsum >&2
+# The egress bench runs squid and tinyproxy beside mcpsum's relay (each started by the bench on a
+# free loopback port); install them where we can, as scripts/install-test-deps.sh does.
+peers_missing=()
+for p in squid tinyproxy; do
+  [ -x "/usr/sbin/$p" ] || [ -x "/usr/bin/$p" ] || peers_missing+=("$p")
+done
+if [ ${#peers_missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing the egress bench's peers: ${peers_missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${peers_missing[@]}" >&2
+    for svc in "${peers_missing[@]}"; do
+      { systemctl disable --now "$svc" || service "$svc" stop; } >/dev/null 2>&1 || true
+    done
+  else
+    echo "note: ${peers_missing[*]} missing (install as root: apt-get install squid tinyproxy); the egress area runs without them" >&2
+  fi
+fi
+
+echo "building release binaries and bench..." >&2
+cargo build --release --bin mcpsum --bin mcpsum-launch >&2
 cargo build --release -p mcpsum-egress --example bench >&2
 cargo bench --bench bench --no-run >&2
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check apparmor/mcpsum with an AppArmor 4.x parser, without AppArmor in the kernel (CI).
+# Check apparmor/mcpsum-launch with an AppArmor 4.x parser, without AppArmor in the kernel (CI).
 #
 # usage: scripts/check-apparmor.sh
 #
@@ -12,12 +12,16 @@
 #      `dpkg-deb -x` together with Debian 13's libc6 (the parser needs glibc >= 2.38) and run
 #      through that libc's own loader. Cached under target/apparmor-4/.
 # Checks: the rendered profile is accepted, and a copy with a typo (`usernz,`) is rejected, so a
-# parser that silently accepts anything cannot make this pass.
+# parser that silently accepts anything cannot make this pass; the profile attaches to the
+# launcher `mcpsum-launch` only, never to `mcpsum` (which runs arbitrary commands), and the
+# install script (as root, against fakes of the kernel files) attaches it to the launcher beside
+# a given `mcpsum`, refuses a launcher that is not root-owned, and removes the older profile that
+# attached to `mcpsum` itself.
 # When no 4.x parser can be had, it prints one `skipped: <why>` line and exits 0.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-template="$root/apparmor/mcpsum"
+template="$root/apparmor/mcpsum-launch"
 cache="${MCPSUM_APPARMOR_CACHE:-$root/target/apparmor-4}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -137,14 +141,36 @@ check() {
   fi
 }
 
-sed 's|@MCPSUM_PATH@|/usr/local/bin/mcpsum|' "$template" > "$work/mcpsum"
+sed 's|@MCPSUM_LAUNCH_PATH@|/usr/local/bin/mcpsum-launch|' "$template" > "$work/mcpsum"
 check "rendered profile" "$work/mcpsum" accept
 sed 's/^\( *\)userns,/\1usernz,/' "$work/mcpsum" > "$work/mcpsum-typo"
 grep -q 'usernz,' "$work/mcpsum-typo"
 check "profile with \`usernz,\`" "$work/mcpsum-typo" reject
 sed 's/flags=(unconfined)/flags=(unconfinedx)/' "$work/mcpsum" > "$work/mcpsum-flag"
 check "profile with \`flags=(unconfinedx)\`" "$work/mcpsum-flag" reject
-grep -q '@MCPSUM_PATH@' "$template" || { echo "FAIL: template lacks @MCPSUM_PATH@"; failures=$((failures + 1)); }
+grep -q '@MCPSUM_LAUNCH_PATH@' "$template" || { echo "FAIL: template lacks @MCPSUM_LAUNCH_PATH@"; failures=$((failures + 1)); }
+
+# The grant reaches the launcher only: one profile, attached to the path of `mcpsum-launch`.
+attach_only_launcher() {
+  local file="$1" path="$2" profiles
+  profiles=$(grep -E '^[[:space:]]*profile[[:space:]]' "$file" || true)
+  [[ $(grep -c . <<<"$profiles") -eq 1 ]] \
+    && grep -qE "^profile mcpsum-launch ${path//./\\.} flags=\(unconfined\) \{\$" <<<"$profiles" \
+    && ! grep -qE '(^|[[:space:]])/[^[:space:]]*/mcpsum([[:space:]]|$)' "$file"
+}
+if attach_only_launcher "$work/mcpsum" /usr/local/bin/mcpsum-launch; then
+  echo "ok: the profile attaches to mcpsum-launch only"
+else
+  echo "FAIL: the profile must attach to mcpsum-launch and to nothing else:"
+  grep -E '^[[:space:]]*profile' "$work/mcpsum" | sed 's/^/  /'
+  failures=$((failures + 1))
+fi
+# ... and the check itself sees a profile attached to `mcpsum` (the old one).
+sed 's|@MCPSUM_LAUNCH_PATH@|/usr/local/bin/mcpsum|' "$template" > "$work/mcpsum-general"
+if attach_only_launcher "$work/mcpsum-general" /usr/local/bin/mcpsum-launch; then
+  echo "FAIL: the attachment check accepts a profile attached to mcpsum"
+  failures=$((failures + 1))
+fi
 
 # The install script, end to end against fakes of the kernel interfaces: the sysctl reads 1, a
 # fake parser records loads in a fake profiles file (and compiles with the real 4.x parser), the
@@ -161,8 +187,10 @@ set -euo pipefail
 case "\$1" in
   --version) $(cat "$fake/real-parser") --version ;;
   -Q) $(cat "$fake/real-parser") --config-file=/dev/null "\$@" ;;
-  -r) $(cat "$fake/real-parser") --config-file=/dev/null -Q -K "\$3" && echo 'mcpsum (unconfined)' >> "$fake/profiles" ;;
-  -R) sed -i '/^mcpsum (/d' "$fake/profiles" ;;
+  -r) $(cat "$fake/real-parser") --config-file=/dev/null -Q -K "\$3" \
+        && echo "\$(basename "\$3") (unconfined)" >> "$fake/profiles" ;;
+  -R) if [[ \$# -ge 2 ]]; then n=\$(basename "\$2"); else n=\$(sed -n 's/^profile \([^ ]*\).*/\1/p'); fi
+      sed -i "/^\$n (/d" "$fake/profiles" ;;
   *) exit 2 ;;
 esac
 FAKE
@@ -172,7 +200,15 @@ FAKE
       MCPSUM_APPARMOR_SYSCTL="$fake/sysctl" MCPSUM_APPARMOR_PROFILES="$fake/profiles" \
       "$root/scripts/install-apparmor.sh" "$@" 2>&1
   }
-  bin=$(readlink -f "$(type -P true)")
+  # A root-owned install directory holding both binaries (stand-ins: copies of `true`).
+  sim=$(mktemp -d "$root/target/apparmor-sim.XXXXXX")
+  trap 'rm -rf "$work" "$sim"' EXIT
+  chmod 0755 "$sim"
+  mkdir -m 0755 "$sim/bin"
+  install -m 0755 "$(type -P true)" "$sim/bin/mcpsum"
+  install -m 0755 "$(type -P true)" "$sim/bin/mcpsum-launch"
+  bin="$sim/bin/mcpsum"
+  launch="$sim/bin/mcpsum-launch"
   step() {
     local name="$1" pattern="$2" out rc=0
     shift 2
@@ -185,15 +221,52 @@ FAKE
       failures=$((failures + 1))
     fi
   }
+  # refuse NAME PATTERN ARGS...: the install script must fail, saying PATTERN.
+  refuse() {
+    local name="$1" pattern="$2" out rc=0
+    shift 2
+    out=$(inst "$@") || rc=$?
+    if [[ $rc -ne 0 ]] && grep -q -- "$pattern" <<<"$out"; then
+      echo "ok: install script: $name"
+    else
+      echo "FAIL: install script: $name (exit $rc)"
+      printf '%s\n' "$out" | sed 's/^/  /'
+      failures=$((failures + 1))
+    fi
+  }
+  # An older install: a profile `mcpsum` attached to the general binary, file and kernel.
+  printf 'profile mcpsum %s flags=(unconfined) {\n  userns,\n}\n' "$bin" > "$fake/apparmor.d/mcpsum"
+  echo 'mcpsum (unconfined)' > "$fake/profiles"
   step "dry run changes nothing" "dry run done" --dry-run "$bin"
-  [[ ! -e "$fake/apparmor.d/mcpsum" ]] || { echo "FAIL: dry run wrote a file"; failures=$((failures + 1)); }
-  step "installs and loads" "is loaded for" "$bin"
-  grep -q "profile mcpsum $bin flags=(unconfined)" "$fake/apparmor.d/mcpsum" \
-    || { echo "FAIL: installed profile not rendered"; failures=$((failures + 1)); }
+  [[ ! -e "$fake/apparmor.d/mcpsum-launch" && -e "$fake/apparmor.d/mcpsum" ]] \
+    || { echo "FAIL: dry run changed a file"; failures=$((failures + 1)); }
+  step "installs and loads, given mcpsum" "is loaded for $launch" "$bin"
+  if attach_only_launcher "$fake/apparmor.d/mcpsum-launch" "$launch"; then
+    echo "ok: install script: the installed profile attaches to the launcher only"
+  else
+    echo "FAIL: installed profile not attached to $launch only"
+    sed 's/^/  /' "$fake/apparmor.d/mcpsum-launch"
+    failures=$((failures + 1))
+  fi
+  [[ ! -e "$fake/apparmor.d/mcpsum" ]] && ! grep -q '^mcpsum (' "$fake/profiles" \
+    && grep -q '^mcpsum-launch (' "$fake/profiles" \
+    || { echo "FAIL: the older profile on mcpsum was not removed"; sed 's/^/  /' "$fake/profiles"; failures=$((failures + 1)); }
   step "second run is a no-op" "nothing to do" "$bin"
-  step "uninstall" "done: mcpsum can no longer" --uninstall
-  [[ ! -e "$fake/apparmor.d/mcpsum" && ! -s "$fake/profiles" ]] \
+  step "given the launcher itself, also a no-op" "nothing to do" "$launch"
+  step "uninstall" "done: mcpsum's launcher can no longer" --uninstall
+  [[ ! -e "$fake/apparmor.d/mcpsum-launch" && ! -s "$fake/profiles" ]] \
     || { echo "FAIL: uninstall left the profile behind"; failures=$((failures + 1)); }
+  # A launcher anyone but root could replace would hand `userns` to whatever is put there.
+  chown 65534 "$launch"
+  refuse "refuses a launcher not owned by root" "owned by uid 65534, not root" "$bin"
+  chown 0 "$launch"
+  chmod 0777 "$sim/bin"
+  refuse "refuses a launcher in a directory others can write" "writable by group or others" "$bin"
+  chmod 0755 "$sim/bin"
+  rm "$launch"
+  refuse "refuses an mcpsum without a launcher beside it" "mcpsum-launch\` does not exist" "$bin"
+  [[ ! -e "$fake/apparmor.d/mcpsum-launch" ]] \
+    || { echo "FAIL: a refused install wrote the profile"; failures=$((failures + 1)); }
 else
   echo "skipped: install script simulation (needs root for \`install -o root\`)"
 fi

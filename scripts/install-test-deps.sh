@@ -27,8 +27,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   # zsh and fish: the completion scripts are syntax-checked and run by the shells they are for.
   for tool in ip:iproute2 setpriv:util-linux curl:curl openssl:openssl zsh:zsh fish:fish groff:groff \
-    qemu-system-x86_64:qemu-system-x86 busybox:busybox-static; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+    qemu-system-x86_64:qemu-system-x86 busybox:busybox-static squid:squid tinyproxy:tinyproxy; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${tool%%:*}" ] || missing+=("${tool#*:}")
   done
   # scripts/vm-test.sh needs a static busybox for its initramfs (Debian's `busybox` is dynamic).
   if command -v busybox >/dev/null 2>&1 && ldd "$(command -v busybox)" >/dev/null 2>&1; then
@@ -37,6 +37,13 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    # squid and tinyproxy are peers in the egress bench (egress/examples/bench.rs), which starts
+    # its own on a free loopback port: the system services the packages start are not wanted.
+    for svc in squid tinyproxy; do
+      if [[ " ${missing[*]} " == *" $svc "* ]]; then
+        { systemctl disable --now "$svc" || service "$svc" stop; } >/dev/null 2>&1 || true
+      fi
+    done
   fi
 fi
 

@@ -16,6 +16,9 @@ export MCPSUM_REQUIRE_SANDBOX=1
 # parser cannot be had here).
 scripts/check-apparmor.sh
 
+# No import cycles between source files (src/, sandbox/, egress/): layers point one way.
+scripts/import-cycles.py
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

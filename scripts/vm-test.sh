@@ -17,7 +17,8 @@ Boots each pinned Debian kernel twice under qemu-system-x86_64 (TCG): once with 
 once without Landlock (a sandboxed server must then refuse to start), and checks the results.
 
   --kernels NAMES  comma-separated subset of the pinned kernels (default: all; see below)
-  --binary PATH    test this mcpsum binary (default: `cargo build --release`, target/release)
+  --binary PATH    test this mcpsum binary, with the mcpsum-launch beside it (default:
+                   `cargo build --release`, target/release)
   --jobs N         VMs run at the same time (default 2)
   --keep           keep the work directory (initramfs, console and result logs)
   --verbose        print each VM's console log
@@ -140,10 +141,13 @@ kernel_image() { # NAME POOLPATH SHA256 -> sets vmlinuz
 # --- mcpsum --------------------------------------------------------------------------------------
 if [ -z "$binary" ]; then
   echo "vm-test: cargo build --release" >&2
-  (cd "$here" && cargo build --release --locked --quiet --bin mcpsum)
+  (cd "$here" && cargo build --release --locked --quiet --bin mcpsum --bin mcpsum-launch)
   binary="$here/target/release/mcpsum"
 fi
 [ -x "$binary" ] || die "no executable mcpsum at $binary"
+# mcpsum starts every server through its launcher, which must sit beside it.
+launcher="$(dirname "$binary")/mcpsum-launch"
+[ -x "$launcher" ] || die "no executable mcpsum-launch beside $binary (build it: cargo build --release --bin mcpsum-launch)"
 
 # --- initramfs: busybox, mcpsum and its libraries, the test server, the init -------------------
 root="$work/root"
@@ -153,10 +157,11 @@ for applet in $("$busybox" --list); do
   [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
 done
 cp "$binary" "$root/usr/local/bin/mcpsum"
+cp "$launcher" "$root/usr/local/bin/mcpsum-launch"
 cp "$here/scripts/vm/mcp-server.sh" "$root/usr/local/bin/mcp-server.sh"
 cp "$here/scripts/vm/init" "$root/init"
 chmod 0755 "$root/init" "$root/usr/local/bin/"*
-for lib in $(ldd "$binary" | grep -o '/[^ ]*'); do
+for lib in $(ldd "$binary" "$launcher" | grep -o '/[^ ]*' | sort -u); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done

@@ -288,7 +288,7 @@ impl<'a, S: Sink> Writer<'a, S> {
         let bytes = s.as_bytes();
         self.sink.put(b"\"");
         // The escaped bytes are exactly those that end a plain run in JSON text.
-        let plain = crate::mcp::envelope::plain_run(bytes);
+        let plain = plain_run(bytes);
         if plain == bytes.len() {
             self.sink.put(bytes);
             self.sink.put(b"\"");
@@ -678,6 +678,32 @@ impl<'de> DeserializeSeed<'de> for StrictSeed {
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<StrictValue, D::Error> {
         StrictValue::deserialize(deserializer)
     }
+}
+
+/// Length of the run of string bytes that need no attention: up to the first `"`, `\` or
+/// control character (or the end). Both the writer here and the wire layer's envelope scanner
+/// (`mcp::envelope`) stop on exactly these bytes.
+pub(crate) fn plain_run(s: &[u8]) -> usize {
+    const SHORT: usize = 16;
+    let special = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
+    // Keys and small values end within a few bytes: a plain loop beats the set-up of memchr.
+    let head = s.len().min(SHORT);
+    if let Some(k) = s[..head].iter().position(|&c| special(c)) {
+        return k;
+    }
+    let rest = &s[head..];
+    let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    // Control characters before the stop: checked in blocks without early exit, which the
+    // compiler vectorizes; the exact place is looked for only in a block that has one.
+    let mut at = 0;
+    for block in rest[..stop].chunks(64) {
+        if block.iter().fold(false, |any, &c| any | (c < 0x20)) {
+            let k = block.iter().position(|&c| c < 0x20).unwrap_or(0);
+            return head + at + k;
+        }
+        at += block.len();
+    }
+    head + stop
 }
 
 #[cfg(test)]

@@ -345,7 +345,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for doc in ["README.md", "docs/github-actions.md"] {
             // Only what is inside fenced code blocks.
-            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            let text = fs_err::read_to_string(root.join(doc)).unwrap();
             let mut fenced = false;
             let mut code = String::new();
             for line in text.lines() {

@@ -47,7 +47,7 @@ pub fn state_dir() -> Result<PathBuf> {
     home_dir()
         .map(|h| h.join(".local/state/mcpsum"))
         .ok_or_else(|| {
-            Error::new("cannot find the state directory: neither `MCPSUM_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set")
+            Error::new("cannot find the state directory: neither `MCPSUM_STATE_DIR`, `XDG_STATE_HOME` nor `HOME` is set, and the user has no home in `/etc/passwd`")
                 .hint("set `MCPSUM_STATE_DIR` to a private directory")
         })
 }
@@ -89,7 +89,7 @@ pub fn ensure_state_dir() -> Result<PathBuf> {
 /// like the state's own files.
 pub fn private_dir_problem(dir: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::metadata(dir) {
+    let meta = match fs_err::metadata(dir) {
         Ok(m) => m,
         Err(e) => return Some(format!("cannot read it ({e})")),
     };
@@ -110,9 +110,19 @@ pub fn private_dir_problem(dir: &Path) -> Option<String> {
     None
 }
 
-/// `$HOME`.
+/// `$HOME`, else the passwd home of the effective uid ([`passwd_home`]): clients that start
+/// mcpsum with an empty environment still get `~` and the state directory of the user.
 pub fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+        .or_else(passwd_home)
+}
+
+/// The home directory `/etc/passwd` (through NSS) gives the effective uid, when it names an
+/// absolute folder other than `/`. The sandbox protects it besides `$HOME`: `$HOME` is whatever
+/// the client passed, and a wrong one must not leave the real home open.
+pub fn passwd_home() -> Option<PathBuf> {
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok()??;
+    Some(user.dir).filter(|d| d.is_absolute() && d.parent().is_some())
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lockfile::SandboxPolicy;
-use crate::mcp::process::Launch;
 
 /// How long the launcher may take to hand over the egress listener.
 const BRIDGE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -103,7 +102,7 @@ pub fn start_egress(
 pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
     let state_dir = crate::paths::ensure_state_dir().map_err(|e| e.one_line())?;
     let binary = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+        .and_then(fs_err::canonicalize)
         .map_err(|e| format!("cannot find the mcpsum binary: {e}"))?;
     let lockfile = std::path::absolute(lockfile).unwrap_or_else(|_| lockfile.to_path_buf());
     Ok(mcpsum_sandbox::Protected {
@@ -111,6 +110,7 @@ pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
         state_dir,
         binary,
         home: crate::paths::home_dir(),
+        other_homes: crate::paths::passwd_home().into_iter().collect(),
     })
 }
 
@@ -122,12 +122,7 @@ pub fn request(
     env: Vec<(OsString, OsString)>,
 ) -> Result<(mcpsum_sandbox::LaunchRequest, mcpsum_sandbox::Protected), String> {
     let protected = protected(&spec.lockfile)?;
-    let raw = mcpsum_sandbox::SandboxPolicy {
-        read: spec.policy.filesystem.read.clone(),
-        write: spec.policy.filesystem.write.clone(),
-        allow: spec.policy.network.allow.clone(),
-        tasks: spec.policy.limits.as_ref().and_then(|l| l.tasks),
-    };
+    let raw = spec.policy.raw();
     let policy = mcpsum_sandbox::validate(&raw, &protected);
     let mut problems: Vec<String> = match &policy {
         Ok(_) => Vec::new(),
@@ -166,14 +161,14 @@ pub fn request(
     Ok((req, protected))
 }
 
-/// Builds the sandboxed command for `launch`.
+/// Builds the sandboxed command that runs `argv` (server `server`'s) with `env`.
 pub fn prepare(
-    launch: &Launch,
+    server: &str,
+    argv: &[String],
     spec: &SandboxSpec,
-    _program: &Path,
     env: Vec<(OsString, OsString)>,
 ) -> Result<Prepared, String> {
-    let (req, protected) = request(&launch.server, &launch.argv, spec, env)?;
+    let (req, protected) = request(server, argv, spec, env)?;
     let plan = mcpsum_sandbox::plan(&req).map_err(not_started)?;
     let mut prepared = mcpsum_sandbox::prepare(plan).map_err(not_started)?;
     let command = std::mem::replace(
@@ -185,7 +180,7 @@ pub fn prepare(
     } else {
         let allowlist = mcpsum_egress::Allowlist::parse(&spec.policy.network.allow)
             .map_err(|_| "network.allow is invalid".to_owned())?;
-        Some((allowlist, launch.server.clone()))
+        Some((allowlist, server.to_owned()))
     };
     Ok(Prepared {
         command,
@@ -198,52 +193,15 @@ pub fn prepare(
     })
 }
 
-/// Whether `launch`'s sandbox can be planned here (paths exist, no protected path is writable),
-/// without starting anything: the proxy checks it before it answers a client.
-pub fn check(launch: &Launch, spec: &SandboxSpec) -> Result<(), String> {
-    let (req, _) = request(&launch.server, &launch.argv, spec, Vec::new())?;
+/// Whether the sandbox of `argv` (server `server`'s) can be planned here (paths exist, no
+/// protected path is writable), without starting anything: the proxy checks it before it
+/// answers a client.
+pub fn check(server: &str, argv: &[String], spec: &SandboxSpec) -> Result<(), String> {
+    let (req, _) = request(server, argv, spec, Vec::new())?;
     mcpsum_sandbox::plan(&req).map(drop).map_err(not_started)
 }
 
 /// The message of a sandbox that cannot be set up.
 fn not_started(e: impl std::fmt::Display) -> String {
     format!("sandbox setup failed, server not started: {e}")
-}
-
-/// Syntax checks of a sandbox policy that hold wherever the file is read (paths absolute,
-/// `~/...` or `${TMP}/...`, no `..`, never `/`; `network.allow` grammar). Existence and protected paths are
-/// checked when the sandbox is built, on the machine that runs the server.
-pub fn check_policy_syntax(policy: &SandboxPolicy) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (field, paths) in [
-        ("filesystem.read", &policy.filesystem.read),
-        ("filesystem.write", &policy.filesystem.write),
-    ] {
-        for (i, p) in paths.iter().enumerate() {
-            let rooted = p.starts_with('/')
-                || p.starts_with("~/")
-                || p == "~"
-                || p.starts_with("${TMP}/")
-                || p == "${TMP}";
-            if !rooted {
-                problems.push(format!(
-                    "{field}[{i}]: `{p}` must be absolute, `~/...` or `${{TMP}}/...`"
-                ));
-            }
-            if p.split('/').any(|c| c == "..") {
-                problems.push(format!("{field}[{i}]: `{p}` must not contain `..`"));
-            }
-            // The sandbox refuses any read rule that is `/` (mcpsum_sandbox::check_read_set);
-            // said here too, so a lockfile with it is refused wherever it is read.
-            if !p.is_empty() && p.chars().all(|c| c == '/') {
-                problems.push(format!(
-                    "{field}[{i}]: `{p}` opens the whole filesystem; list narrower directories"
-                ));
-            }
-        }
-    }
-    if let Err(errors) = mcpsum_egress::Allowlist::parse(&policy.network.allow) {
-        problems.extend(errors.iter().map(|e| format!("network.allow: {e}")));
-    }
-    problems
 }

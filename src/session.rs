@@ -92,8 +92,8 @@ fn of_parent(parent: u32) -> Session {
 /// What process `pid` is (its name for `taint list`), and whether it is a wrapper; `None` when
 /// it cannot be read (gone, or another user's): then it is taken as the client.
 fn what(pid: u32) -> Option<(String, bool)> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let exe = fs_err::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let cmdline = fs_err::read(format!("/proc/{pid}/cmdline")).ok()?;
     let argv: Vec<String> = cmdline
         .split(|b| *b == 0)
         .filter(|a| !a.is_empty())
@@ -210,14 +210,14 @@ fn tracer_of(pid: &str) -> Option<u32> {
 
 /// A process's parent pid (`/proc/PID/stat` field 4), or `None` when it is gone.
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A process's start time, or `None` when it is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces and parentheses: split after the last `)`.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()

@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -219,7 +218,7 @@ impl SessionStore {
         // Still under the lock: the file is the one just written. Taken after the lock, it
         // could be another proxy's newer write (a taint), which this state would then stand
         // for until the file changed again.
-        self.cache = std::fs::metadata(&self.path)
+        self.cache = fs_err::metadata(&self.path)
             .and_then(|m| FileKey::of(&m))
             .ok()
             .map(|key| (key, state));
@@ -229,7 +228,7 @@ impl SessionStore {
 
     /// The current state; re-read from disk only when the file changed since the last read.
     pub fn current(&mut self) -> std::io::Result<SessionState> {
-        let meta = match std::fs::metadata(&self.path) {
+        let meta = match fs_err::metadata(&self.path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(SessionState::new(&self.session));
@@ -257,6 +256,10 @@ impl SessionStore {
 
 fn lock_file(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "an `O_NOFOLLOW` open of the lock file; callers name the session's state"
+    )]
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -269,7 +272,7 @@ fn lock_file(path: &Path) -> std::io::Result<File> {
 }
 
 fn read_state(path: &Path) -> std::io::Result<Option<SessionState>> {
-    match std::fs::read(path) {
+    match fs_err::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| std::io::Error::other(format!("`{}` is damaged: {e}", path.display()))),
@@ -279,17 +282,15 @@ fn read_state(path: &Path) -> std::io::Result<Option<SessionState>> {
 }
 
 fn write_state(path: &Path, state: &SessionState) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".taint.")
-        .tempfile_in(dir)?;
     let mut bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     // No fsync: the state lives as long as its client process, which a power loss ends too;
     // the rename keeps every reader's view whole.
-    tmp.write_all(&bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let opts = crate::fsutil::Replace {
+        durable: false,
+        ..crate::fsutil::Replace::default()
+    };
+    crate::fsutil::replace(path, &bytes, opts)
 }
 
 /// Every session's state in `state_dir`, with whether its client still runs. Sessions whose
@@ -297,7 +298,7 @@ fn write_state(path: &Path, state: &SessionState) -> std::io::Result<()> {
 pub fn list_sessions(state_dir: &Path) -> std::io::Result<Vec<(SessionState, bool)>> {
     let dir = taint_dir(state_dir);
     let mut out = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match fs_err::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e),
@@ -318,8 +319,8 @@ pub fn list_sessions(state_dir: &Path) -> std::io::Result<Vec<(SessionState, boo
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(24 * 3600));
         if !alive && old {
-            let _ = std::fs::remove_file(&path);
-            let _ = std::fs::remove_file(path.with_extension("lock"));
+            let _ = fs_err::remove_file(&path);
+            let _ = fs_err::remove_file(path.with_extension("lock"));
             continue;
         }
         out.push((state, alive));
@@ -761,20 +762,21 @@ mod tests {
         store.update(|_| ()).unwrap();
         assert_eq!(store.current().unwrap().client, None);
         let path = taint_dir(dir.path()).join("1-2.json");
-        let before = std::fs::metadata(&path).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let before = fs_err::metadata(&path).unwrap();
+        let text = fs_err::read_to_string(&path).unwrap();
         // `"ab"` is as long as `null`.
         let other = text.replace(r#""client": null"#, r#""client": "ab""#);
         assert_eq!(other.len(), text.len());
         let tmp = dir.path().join("next");
-        std::fs::write(&tmp, other).unwrap();
-        std::fs::File::options()
+        fs_err::write(&tmp, other).unwrap();
+        fs_err::OpenOptions::new()
             .write(true)
             .open(&tmp)
             .unwrap()
+            .file()
             .set_modified(before.modified().unwrap())
             .unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
+        fs_err::rename(&tmp, &path).unwrap();
         assert_eq!(store.current().unwrap().client.as_deref(), Some("ab"));
     }
 

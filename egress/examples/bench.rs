@@ -9,19 +9,27 @@
 //! cargo run --release -p mcpsum-egress --example bench -- 256 --json  # for benches/bench.rs
 //! ```
 //!
-//! `--only` takes paths (`direct`, `copy`, `splice`), kinds (`raw`, `tls`) and `setup`; a group
-//! none of whose items is named runs whole, except `setup`, which runs only when named (or
-//! without `--only`).
+//! `--only` takes paths (`direct`, `copy`, `squid`, `tinyproxy`), kinds (`raw`, `tls`) and
+//! `setup`; a group none of whose items is named runs whole, except `setup`, which runs only when
+//! named (or without `--only`).
 //!
 //! Each party runs on its own thread with its own current-thread runtime, as in mcpsum (whose
 //! egress proxy runs on its current-thread runtime, in another process than the server): the
-//! client on the main thread, the servers on `bench-server`, both proxies (copying relay, the
-//! default, and splice relay, `Limits::zero_copy`) on `bench-proxy`. A direct and a proxied
-//! transfer use the same client and server code and move the same bytes (the hello included);
-//! only the path differs. Each round runs every path once, in a rotating order.
+//! client on the main thread, the servers on `bench-server`, mcpsum's proxy on `bench-proxy`.
+//! The peers are other CONNECT relays, squid and tinyproxy, each started by the bench as its own
+//! process on a free loopback port, configured as a plain tunnel (no cache, no access log, any
+//! port, loopback clients only), and killed when the bench ends; a peer that is not installed
+//! is skipped with a note. A direct, a proxied and a peer transfer use the same client and
+//! server code and move the same bytes (the hello included); only the path differs. Each round
+//! runs every path once, in a rotating order. Besides each path against direct, the bench
+//! reports mcpsum's relay against the best peer of the same run: throughput (median over rounds
+//! of the ratio to the fastest peer of that round) and the relay's on-CPU time per GiB (against
+//! the lowest peer median).
 //!
 //! Besides wall-clock throughput, which other load on the machine distorts, the bench reports each
-//! thread's on-CPU time per GiB (`/proc/self/task/TID/schedstat`), which load barely changes. On
+//! thread's on-CPU time per GiB (`/proc/self/task/TID/schedstat`), which load barely changes;
+//! for a peer process, its CPU-time clock (`clock_getcpuclockid`), the same scheduler count
+//! summed over its threads (exited ones included: tinyproxy runs one per connection). On
 //! loopback a socket write also runs the receiving socket's TCP input, and a read's ACK can push
 //! the peer's queued data, so work moves between the threads: compare totals.
 #![allow(
@@ -44,13 +52,16 @@ use common::{
 use mcpsum_egress::{Allowlist, AuditSink, EgressConfig, EgressRecord, serve};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
+use tempfile::TempDir;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 
 /// Size of each write of the client, and of each read of the servers.
 const CHUNK: usize = 64 * 1024;
-const PATHS: [&str; 3] = ["direct", "copy", "splice"];
+const PATHS: [&str; 4] = ["direct", "copy", "squid", "tinyproxy"];
+/// Indices in [`PATHS`] of the peers: other CONNECT relays, run as plain loopback proxies.
+const PEERS: std::ops::Range<usize> = 2..4;
 const KINDS: [&str; 2] = ["raw", "tls"];
 
 struct Args {
@@ -173,7 +184,7 @@ async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
         server
             .run(async move {
                 (
-                    tls_server(cfg.clone(), Mode::Sink).await,
+                    tls_server(cfg.clone(), Mode::SinkSized).await,
                     tls_server(cfg, Mode::Echo).await,
                     raw_sink_server().await,
                 )
@@ -195,20 +206,26 @@ async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
         Ok(())
     });
     let copying = EgressConfig::new("bench", "s", Allowlist::parse(&allow).unwrap());
-    let mut splicing = copying.clone();
-    splicing.limits.zero_copy = true;
-    let (proxy_copy, proxy_splice) = proxy
+    let proxy_copy = proxy
         .run(async move {
             let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let b = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addrs = (a.local_addr().unwrap(), b.local_addr().unwrap());
+            let addr = a.local_addr().unwrap();
             let never = std::future::pending::<()>;
-            let (r, s) = (resolver.clone(), audit.clone());
-            tokio::spawn(serve(a, Arc::new(copying), r, s, never()));
-            tokio::spawn(serve(b, Arc::new(splicing), resolver, audit, never()));
-            addrs
+            tokio::spawn(serve(a, Arc::new(copying), resolver, audit, never()));
+            addr
         })
         .await;
+
+    // The peers, started here on free loopback ports and stopped when the bench ends.
+    let peers: Vec<Option<Peer>> = PEERS
+        .map(|p| {
+            if args.wants(PATHS[p], &PATHS) {
+                Peer::start(PATHS[p])
+            } else {
+                None
+            }
+        })
+        .collect();
 
     let hello = client_hello("127.0.0.1");
     let load = loadavg();
@@ -229,29 +246,38 @@ async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
     };
     let ca = &pki.ca;
     // runs[kind][path], one entry per round.
-    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); 3]; 2];
+    let n = PATHS.len();
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); n]; 2];
     for round in 0..args.rounds {
         // Rotate the order so no path always runs first, or always right after another.
-        for k in 0..3 {
-            let path = (round + k) % 3;
+        for k in 0..n {
+            let path = (round + k) % n;
             if !args.wants(PATHS[path], &PATHS) {
                 continue;
             }
-            let via = [None, Some(proxy_copy), Some(proxy_splice)][path];
+            let (via, relay) = match path {
+                0 => (None, Relay::Thread(threads.proxy)),
+                1 => (Some(proxy_copy), Relay::Thread(threads.proxy)),
+                p => match &peers[p - PEERS.start] {
+                    Some(peer) => (Some(peer.addr), Relay::Process(peer.pid)),
+                    None => continue,
+                },
+            };
             if args.wants("raw", &KINDS) {
                 let r = threads
-                    .measure(total, raw_transfer(raw_sink, via, &hello, total))
+                    .measure(total, relay, raw_transfer(raw_sink, via, &hello, total))
                     .await;
                 runs[0][path].push(r);
             }
             if args.wants("tls", &KINDS) {
                 let r = threads
-                    .measure(total, tls_transfer(ca, tls_sink, via, total))
+                    .measure(total, relay, tls_transfer(ca, tls_sink, via, total))
                     .await;
                 runs[1][path].push(r);
             }
         }
     }
+    let against: Vec<Option<AgainstPeers>> = runs.iter().map(|r| AgainstPeers::of(r)).collect();
     let figures: Vec<Vec<Option<Figures>>> = runs
         .iter()
         .map(|by_path| {
@@ -281,6 +307,12 @@ async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
                     out[*kind][*path] = f.json();
                 }
             }
+            if let Some(a) = &against[k] {
+                out[*kind]["copy_vs_best_peer"] = a.json();
+            }
+        }
+        for peer in peers.iter().flatten() {
+            out["peers"][peer.name] = json!({"version": peer.version, "config": peer.config});
         }
         if let Some(s) = &setup {
             out["setup"] = s.json();
@@ -289,8 +321,293 @@ async fn bench(args: &Args, server: &Worker, proxy: &Worker) {
         return;
     }
     print_figures(&figures);
+    print_against(&against, &peers);
     if let Some(s) = &setup {
         s.print();
+    }
+}
+
+/// mcpsum's copying relay against the best peer of the same run: throughput (median over rounds
+/// of the copy path's MB/s over the fastest peer's in that round) and the relay's on-CPU time per
+/// GiB (median) over the lowest peer median.
+struct AgainstPeers {
+    /// The peer that was fastest in most rounds (named in the output).
+    fastest: &'static str,
+    throughput_ratio: f64,
+    /// The peer with the lowest median on-CPU time per GiB.
+    leanest: &'static str,
+    relay_cpu_ratio: f64,
+}
+
+impl AgainstPeers {
+    fn of(by_path: &[Vec<Run>]) -> Option<AgainstPeers> {
+        let copy = &by_path[1];
+        let peers: Vec<usize> = PEERS
+            .filter(|p| !by_path[*p].is_empty() && by_path[*p].len() == copy.len())
+            .collect();
+        if copy.is_empty() || peers.is_empty() {
+            return None;
+        }
+        let mut wins = vec![0usize; PATHS.len()];
+        let ratios: Vec<f64> = (0..copy.len())
+            .map(|round| {
+                let best = peers
+                    .iter()
+                    .copied()
+                    .max_by(|a, b| by_path[*a][round].mbps.total_cmp(&by_path[*b][round].mbps))
+                    .unwrap();
+                wins[best] += 1;
+                copy[round].mbps / by_path[best][round].mbps
+            })
+            .collect();
+        let fastest = peers.iter().copied().max_by_key(|p| wins[*p]).unwrap();
+        let relay = |p: usize| median(by_path[p].iter().map(|r| r.cpu[2]).collect());
+        let leanest = peers
+            .iter()
+            .copied()
+            .min_by(|a, b| relay(*a).total_cmp(&relay(*b)))
+            .unwrap();
+        Some(AgainstPeers {
+            fastest: PATHS[fastest],
+            throughput_ratio: median(ratios),
+            leanest: PATHS[leanest],
+            relay_cpu_ratio: relay(1) / relay(leanest),
+        })
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "fastest_peer": self.fastest,
+            "throughput_ratio_median": self.throughput_ratio,
+            "leanest_peer": self.leanest,
+            "relay_cpu_ratio": self.relay_cpu_ratio,
+        })
+    }
+}
+
+fn print_against(against: &[Option<AgainstPeers>], peers: &[Option<Peer>]) {
+    let versions: Vec<String> = peers
+        .iter()
+        .flatten()
+        .map(|p| format!("{} {}", p.name, p.version))
+        .collect();
+    if versions.is_empty() {
+        println!(
+            "
+no peer relay ran (squid, tinyproxy: install them, scripts/install-test-deps.sh)"
+        );
+        return;
+    }
+    println!(
+        "
+copying relay against the best peer ({})",
+        versions.join(", ")
+    );
+    for (k, name) in KINDS.iter().enumerate() {
+        if let Some(a) = &against[k] {
+            println!(
+                "{name:<5} throughput {:.0}% of {} (median over rounds); relay on-CPU per GiB {:.0}% of {}",
+                100.0 * a.throughput_ratio,
+                a.fastest,
+                100.0 * a.relay_cpu_ratio,
+                a.leanest
+            );
+        }
+    }
+}
+
+/// Whose on-CPU time is the relay's: a thread of this process (mcpsum's proxy) or a whole peer
+/// process (every thread it has or had: tinyproxy runs one per connection).
+#[derive(Clone, Copy)]
+enum Relay {
+    Thread(u32),
+    Process(i32),
+}
+
+impl Relay {
+    /// On-CPU nanoseconds. A thread's from `schedstat`; a process's from its CPU-time clock
+    /// (`clock_getcpuclockid`), the same scheduler count summed over its threads, exited ones
+    /// included, plus that of any child process it started.
+    fn cpu_ns(self) -> u64 {
+        match self {
+            Relay::Thread(tid) => cpu_ns(tid),
+            Relay::Process(pid) => std::iter::once(pid)
+                .chain(descendants(pid))
+                .map(process_cpu_ns)
+                .sum(),
+        }
+    }
+
+    fn switches(self) -> u64 {
+        match self {
+            Relay::Thread(tid) => switches(tid),
+            Relay::Process(pid) => {
+                let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                s.lines()
+                    .filter(|l| l.contains("ctxt_switches"))
+                    .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum()
+            }
+        }
+    }
+}
+
+fn process_cpu_ns(pid: i32) -> u64 {
+    use nix::time::{clock_getcpuclockid, clock_gettime};
+    clock_getcpuclockid(nix::unistd::Pid::from_raw(pid))
+        .and_then(clock_gettime)
+        .map_or(0, |t| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(t.tv_nsec()).unwrap_or(0)
+        })
+}
+
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    for t in tasks.flatten() {
+        let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for c in list.split_whitespace().filter_map(|c| c.parse().ok()) {
+            out.push(c);
+            out.extend(descendants(c));
+        }
+    }
+    out
+}
+
+/// Another CONNECT relay, started for the bench on a free loopback port with a configuration that
+/// makes it a plain tunnel: no cache, no access log, any port, loopback clients only. Stopped
+/// (killed) when dropped.
+struct Peer {
+    name: &'static str,
+    version: String,
+    /// The configuration, one line, for the method text.
+    config: String,
+    addr: SocketAddr,
+    pid: i32,
+    child: std::process::Child,
+    _dir: TempDir,
+}
+
+impl Peer {
+    /// Starts `name` (`squid`, `tinyproxy`); `None` (with a line on stderr) when it is not
+    /// installed or does not come up.
+    fn start(name: &'static str) -> Option<Peer> {
+        let bin = ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(name))
+            .find(|p| p.exists());
+        let Some(bin) = bin else {
+            eprintln!(
+                "bench: `{name}` is not installed; skipping it (scripts/install-test-deps.sh installs it)"
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("mcpsum-bench-peer-")
+            .tempdir()
+            .unwrap();
+        // Whoever the peer drops to must reach its pid file.
+        std::fs::set_permissions(
+            dir.path(),
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o777),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let d = dir.path().display();
+        let (config, args, version_arg): (Vec<String>, Vec<String>, &str) = match name {
+            "squid" => (
+                vec![
+                    format!("http_port 127.0.0.1:{port}"),
+                    "http_access allow localhost".into(),
+                    "http_access deny all".into(),
+                    "cache deny all".into(),
+                    "cache_mem 8 MB".into(),
+                    "access_log none".into(),
+                    format!("cache_log {d}/cache.log"),
+                    format!("pid_filename {d}/squid.pid"),
+                    format!("coredump_dir {d}"),
+                    "pinger_enable off".into(),
+                    "netdb_filename none".into(),
+                    "shutdown_lifetime 0 seconds".into(),
+                ],
+                vec!["-N".into(), "-f".into(), format!("{d}/peer.conf")],
+                "-v",
+            ),
+            "tinyproxy" => (
+                vec![
+                    format!("Port {port}"),
+                    "Listen 127.0.0.1".into(),
+                    "Allow 127.0.0.1".into(),
+                    "Timeout 600".into(),
+                    "MaxClients 64".into(),
+                    "LogLevel Critical".into(),
+                    format!("LogFile \"{d}/tinyproxy.log\""),
+                    format!("PidFile \"{d}/tinyproxy.pid\""),
+                    "User nobody".into(),
+                    "Group nogroup".into(),
+                ],
+                vec!["-d".into(), "-c".into(), format!("{d}/peer.conf")],
+                "-v",
+            ),
+            _ => unreachable!("unknown peer {name}"),
+        };
+        std::fs::write(dir.path().join("peer.conf"), config.join("\n") + "\n").unwrap();
+        let version = std::process::Command::new(&bin)
+            .arg(version_arg)
+            .output()
+            .map(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                text.split_whitespace()
+                    .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+                    .unwrap_or("unknown")
+                    .to_owned()
+            })
+            .unwrap_or_else(|_| "unknown".into());
+        let mut child = std::process::Command::new(&bin)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(addr).is_err() {
+            if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+                eprintln!("bench: `{name}` did not listen on {addr}; skipping it");
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid = i32::try_from(child.id()).unwrap();
+        Some(Peer {
+            name,
+            version,
+            config: config
+                .join("; ")
+                .replace(&d.to_string(), "DIR")
+                .replace(&port.to_string(), "PORT"),
+            addr,
+            pid,
+            child,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -305,11 +622,7 @@ fn loadavg() -> String {
 
 fn print_figures(figures: &[Vec<Option<Figures>>]) {
     let names = ["raw TCP after a ClientHello", "TLS 1.3 (rustls, ring) bulk"];
-    let paths = [
-        "direct",
-        "copying relay (default)",
-        "splice relay (zero_copy)",
-    ];
+    let paths = ["direct", "copying relay", "squid", "tinyproxy"];
     println!(
         "\nthroughput, MB/s best of rounds (proxied/direct: median over rounds of the same round's ratio)"
     );
@@ -357,16 +670,26 @@ struct Threads {
 }
 
 impl Threads {
-    /// Run one transfer of `total` bytes and measure it.
-    async fn measure<F: std::future::Future<Output = ()>>(&self, total: u64, f: F) -> Run {
-        let tids = [self.client, self.server, self.proxy];
-        let cpu0 = tids.map(cpu_ns);
-        let sw0 = tids.map(switches);
+    /// Run one transfer of `total` bytes and measure it; `relay` is who relays it (the proxy
+    /// thread, or a peer process).
+    async fn measure<F: std::future::Future<Output = ()>>(
+        &self,
+        total: u64,
+        relay: Relay,
+        f: F,
+    ) -> Run {
+        let who = [
+            Relay::Thread(self.client),
+            Relay::Thread(self.server),
+            relay,
+        ];
+        let cpu0 = who.map(Relay::cpu_ns);
+        let sw0 = who.map(Relay::switches);
         let t = Instant::now();
         f.await;
         let wall = t.elapsed().as_secs_f64();
-        let cpu1 = tids.map(cpu_ns);
-        let sw1 = tids.map(switches);
+        let cpu1 = who.map(Relay::cpu_ns);
+        let sw1 = who.map(Relay::switches);
         let gib = total as f64 / f64::from(1u32 << 30);
         let per_gib = |i: usize| (cpu1[i] - cpu0[i]) as f64 / 1e6 / gib;
         Run {
@@ -558,7 +881,9 @@ fn client_hello(name: &str) -> Vec<u8> {
     out
 }
 
-/// Counts what it reads until EOF, then replies with the count.
+/// Skips the ClientHello record the client sends first, reads an 8-byte length and counts that
+/// many bytes, then replies with the count. The end of a transfer is a length, not an EOF:
+/// squid and tinyproxy close the whole tunnel at the client's half-close.
 async fn raw_sink_server() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -567,34 +892,48 @@ async fn raw_sink_server() -> SocketAddr {
             let (mut s, _) = l.accept().await.unwrap();
             s.set_nodelay(true).unwrap();
             tokio::spawn(async move {
+                let mut head = [0u8; 5];
+                if s.read_exact(&mut head).await.is_err() {
+                    return;
+                }
+                let mut hello = vec![0u8; usize::from(u16::from_be_bytes([head[3], head[4]]))];
+                let mut len = [0u8; 8];
+                if s.read_exact(&mut hello).await.is_err() || s.read_exact(&mut len).await.is_err()
+                {
+                    return;
+                }
+                let want = u64::from_be_bytes(len);
                 let mut buf = vec![0u8; CHUNK];
                 let mut n: u64 = 0;
-                loop {
+                while n < want {
                     match s.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(k) => n += k as u64,
                     }
                 }
                 let _ = s.write_all(&n.to_be_bytes()).await;
+                // Wait for the client to close (the count must not race our close).
+                let _ = s.read(&mut buf).await;
             });
         }
     });
     addr
 }
 
-/// Write `total` bytes, half-close, and check the server's count of what it received.
-async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64, before: u64) {
+/// Announce `total`, write `total` bytes, and check the server's count of what it received.
+async fn pump<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, total: u64) {
     let buf = vec![0x5au8; CHUNK];
+    s.write_all(&total.to_be_bytes()).await.unwrap();
     let mut sent = 0u64;
     while sent < total {
         let k = (total - sent).min(CHUNK as u64) as usize;
         s.write_all(&buf[..k]).await.unwrap();
         sent += k as u64;
     }
-    s.shutdown().await.unwrap();
+    s.flush().await.unwrap();
     let mut count = [0u8; 8];
     s.read_exact(&mut count).await.unwrap();
-    assert_eq!(u64::from_be_bytes(count), before + total, "bytes lost");
+    assert_eq!(u64::from_be_bytes(count), total, "bytes lost");
 }
 
 /// `total` bytes to the raw sink, directly or through the proxy. Both send the same hello first
@@ -614,7 +953,7 @@ async fn raw_transfer(sink: SocketAddr, via: Option<SocketAddr>, hello: &[u8], t
         }
     };
     s.write_all(hello).await.unwrap();
-    pump(&mut s, total, hello.len() as u64).await;
+    pump(&mut s, total).await;
 }
 
 async fn tls_transfer(
@@ -627,7 +966,7 @@ async fn tls_transfer(
         None => handshake(ca, sink, None, "127.0.0.1").await,
         Some(proxy) => handshake(ca, proxy, Some(sink), "127.0.0.1").await,
     };
-    pump(&mut tls, total, 0).await;
+    pump(&mut tls, total).await;
 }
 
 /// A TLS session to `addr`, or, when `via` is given, to `via` through the proxy at `addr`. Both

@@ -1,6 +1,11 @@
 //! Reading (never terminating) the TLS ClientHello at the start of a tunnel, with
 //! `rustls::server::Acceptor`, which needs no crypto provider. The bytes are kept verbatim so they
 //! can be forwarded upstream unchanged. Input is hostile: every problem is an error, never a panic.
+//!
+//! A hello with Encrypted Client Hello (extension `0xfe0d`) is refused: its SNI is the outer,
+//! public name, which may be an allowed host while the inner, encrypted one names any other
+//! server behind the same front. rustls does not report the extension to a server, so this module
+//! reads the extension list itself, from the bytes rustls has already accepted as a hello.
 
 use std::io;
 
@@ -8,6 +13,10 @@ use rustls::server::Acceptor;
 
 /// The TLS record content type of a handshake record.
 const HANDSHAKE: u8 = 0x16;
+/// The handshake message type of a ClientHello.
+const CLIENT_HELLO: u8 = 1;
+/// The `encrypted_client_hello` extension (draft-ietf-tls-esni, IANA TLS ExtensionType 0xfe0d).
+pub const ECH_EXTENSION: u16 = 0xfe0d;
 
 /// What the ClientHello said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +49,11 @@ pub enum HelloError {
     /// The client closed (or stopped) before the ClientHello was complete.
     #[error("the client closed the tunnel before a complete ClientHello")]
     Truncated,
+    /// The ClientHello carries Encrypted Client Hello: the host it really asks for is encrypted.
+    #[error(
+        "the ClientHello uses Encrypted Client Hello (extension 0xfe0d), which hides the host it really asks for behind its SNI; ECH is refused (turn it off in the client)"
+    )]
+    EncryptedClientHello,
 }
 
 /// Incremental ClientHello reader: feed bytes as they arrive with [`HelloReader::push`].
@@ -81,6 +95,17 @@ impl HelloReader {
             }
             match self.acceptor.accept() {
                 Ok(Some(accepted)) => {
+                    match extension_types(&self.buf) {
+                        Some(types) if types.contains(&ECH_EXTENSION) => {
+                            return Err(HelloError::EncryptedClientHello);
+                        }
+                        Some(_) => {}
+                        None => {
+                            return Err(HelloError::Invalid(
+                                "the extension list cannot be read".into(),
+                            ));
+                        }
+                    }
                     let hello = accepted.client_hello();
                     let sni = hello.server_name().map(str::to_owned);
                     let alpn = hello
@@ -109,6 +134,65 @@ impl HelloReader {
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
+}
+
+/// The extension types of the ClientHello at the start of `records` (TLS handshake records, the
+/// hello possibly split across several, anything after it ignored), in order; `None` when the
+/// bytes hold no well-formed hello.
+fn extension_types(records: &[u8]) -> Option<Vec<u16>> {
+    let mut msg = Vec::new();
+    let mut rest = records;
+    let need = loop {
+        let (header, body) = split(rest, 5)?;
+        if header[0] != HANDSHAKE {
+            return None;
+        }
+        let (fragment, next) = split(
+            body,
+            usize::from(u16::from_be_bytes([header[3], header[4]])),
+        )?;
+        msg.extend_from_slice(fragment);
+        rest = next;
+        if let [_, a, b, c, ..] = msg[..] {
+            let need = 4 + (usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c));
+            if msg.len() >= need {
+                break need;
+            }
+        }
+    };
+    let (header, body) = split(&msg[..need], 4)?;
+    if header[0] != CLIENT_HELLO {
+        return None;
+    }
+    // legacy_version, random, session id, cipher suites, compression methods.
+    let (_, r) = split(body, 2 + 32)?;
+    let r = skip_vec(r, 1)?;
+    let r = skip_vec(r, 2)?;
+    let r = skip_vec(r, 1)?;
+    if r.is_empty() {
+        return Some(Vec::new());
+    }
+    let (len, r) = split(r, 2)?;
+    let (mut list, _) = split(r, usize::from(u16::from_be_bytes([len[0], len[1]])))?;
+    let mut types = Vec::new();
+    while !list.is_empty() {
+        let (head, r) = split(list, 4)?;
+        types.push(u16::from_be_bytes([head[0], head[1]]));
+        (_, list) = split(r, usize::from(u16::from_be_bytes([head[2], head[3]])))?;
+    }
+    Some(types)
+}
+
+/// `bytes` split after `n`, or `None` when it is shorter.
+fn split(bytes: &[u8], n: usize) -> Option<(&[u8], &[u8])> {
+    (bytes.len() >= n).then(|| bytes.split_at(n))
+}
+
+/// What follows a vector with a `width`-byte length (1 or 2) at the start of `bytes`.
+fn skip_vec(bytes: &[u8], width: usize) -> Option<&[u8]> {
+    let (len, rest) = split(bytes, width)?;
+    let n = len.iter().fold(0usize, |n, b| n << 8 | usize::from(*b));
+    split(rest, n).map(|(_, after)| after)
 }
 
 /// An ALPN protocol name as audit text. Decoding it as UTF-8 (even lossily) would let a client

@@ -26,8 +26,6 @@ mod head;
 mod hello;
 mod proxy;
 mod record;
-#[cfg(target_os = "linux")]
-mod splice;
 
 pub use allowlist::{Allowlist, AllowlistError, Entry, EntryProblem, Host, Pattern, Target};
 pub use class::{AddressClass, classify};
@@ -38,7 +36,7 @@ pub use head::HeadError;
 // The request-head parser, public for the fuzz targets in `fuzz/` (the proxy is its only user).
 #[doc(hidden)]
 pub use head::{head_end, parse_head};
-pub use hello::{ClientHelloInfo, HelloError, HelloReader, read_client_hello};
+pub use hello::{ClientHelloInfo, ECH_EXTENSION, HelloError, HelloReader, read_client_hello};
 pub use proxy::{
     AuditSink, BoxFuture, EgressConfig, Limits, Resolver, SystemResolver, Timeouts, serve,
 };

@@ -97,10 +97,6 @@ pub struct Limits {
     /// Relay buffer per direction for the copying relay (default 64 KiB; on loopback 256 KiB and
     /// 1 MiB moved some CPU from the relay thread to the endpoints but did not lower the total).
     pub relay_buffer: usize,
-    /// On Linux, relay with `splice(2)` through a pipe instead of copying through user space
-    /// (default false: on loopback it costs more CPU in total than copying, see the `splice`
-    /// module; at most 64 tunnels at once, the others copy).
-    pub zero_copy: bool,
 }
 
 impl Default for Limits {
@@ -110,7 +106,6 @@ impl Default for Limits {
             hello_bytes: 64 * 1024,
             max_connections: 256,
             relay_buffer: 64 * 1024,
-            zero_copy: false,
         }
     }
 }
@@ -474,6 +469,9 @@ async fn run(
             Ok(Err(e @ (HelloError::NotTls(_) | HelloError::Invalid(_)))) => {
                 return Outcome::new(Reason::NotTls, e.to_string());
             }
+            Ok(Err(e @ HelloError::EncryptedClientHello)) => {
+                return Outcome::new(Reason::Ech, e.to_string());
+            }
             Ok(Err(e)) => return Outcome::new(Reason::NotTls, e.to_string()),
             Ok(Ok(x)) => x,
         };
@@ -495,24 +493,7 @@ async fn run(
     up.fetch_add(hello_bytes.len() as u64, Ordering::Relaxed);
     drop(hello_bytes);
     rec.decision = Decision::Allow;
-    #[cfg(target_os = "linux")]
-    let spliced = match limits
-        .zero_copy
-        .then(crate::splice::Slot::try_take)
-        .flatten()
-        .and_then(|slot| crate::splice::Pipes::new().ok().map(|pipes| (slot, pipes)))
-    {
-        Some((_slot, pipes)) => {
-            Some(crate::splice::relay(client, &upstream, pipes, up, down).await)
-        }
-        None => None,
-    };
-    #[cfg(not(target_os = "linux"))]
-    let spliced: Option<io::Result<()>> = None;
-    let result = match spliced {
-        Some(r) => r,
-        None => relay(client, &mut upstream, up, down, limits.relay_buffer).await,
-    };
+    let result = relay(client, &mut upstream, up, down, limits.relay_buffer).await;
     match result {
         Ok(()) => Outcome::new(Reason::Ok, "tunnel closed"),
         Err(e) => Outcome::new(Reason::Ok, format!("tunnel ended: {e}")),

@@ -98,6 +98,9 @@ pub enum Reason {
     NotTls,
     /// The ClientHello's SNI does not name the `CONNECT` host.
     SniMismatch,
+    /// The ClientHello uses Encrypted Client Hello: the host it really asks for is hidden
+    /// behind its (outer) SNI, which may name an allowed one.
+    Ech,
     /// The name could not be resolved (502).
     DnsError,
     /// No kept address accepted a connection (502).

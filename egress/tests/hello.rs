@@ -186,3 +186,40 @@ async fn async_reader_returns_hello_and_bytes() {
         Err(HelloError::Truncated)
     );
 }
+
+/// A hello with Encrypted Client Hello: the SNI is the outer, public name (it may be allowed)
+/// while the inner hello names any host behind the same front. Refused, however it is framed.
+#[test]
+fn a_hello_with_encrypted_client_hello_is_refused() {
+    let plain = hello_bytes(config(rustls::ALL_VERSIONS, &["h2"]), "public.example");
+    let ech = common::with_extension(
+        &plain,
+        mcpsum_egress::ECH_EXTENSION,
+        &common::ech_outer_body(),
+    );
+    // The rewritten hello is still one rustls reads; only the extension differs.
+    let other = common::with_extension(&plain, 0x7a7a, &common::ech_outer_body());
+    assert_eq!(
+        read_all(&other).unwrap().unwrap().sni.as_deref(),
+        Some("public.example")
+    );
+    assert_eq!(read_all(&ech), Err(HelloError::EncryptedClientHello));
+    assert_eq!(
+        read_all(&split_record(&ech, 50)),
+        Err(HelloError::EncryptedClientHello)
+    );
+    let mut r = HelloReader::new(64 * 1024);
+    let mut got = Ok(None);
+    for b in &ech {
+        got = r.push(std::slice::from_ref(b));
+        if !matches!(got, Ok(None)) {
+            break;
+        }
+    }
+    assert_eq!(got, Err(HelloError::EncryptedClientHello));
+    assert!(
+        HelloError::EncryptedClientHello
+            .to_string()
+            .contains("Encrypted Client Hello (extension 0xfe0d)")
+    );
+}

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    Counting, FakeResolver, Mode, client_config, connect_request, connect_via, memory_audit, pki,
-    read_rest, server_name, tls_server, wait_records,
+    Counting, FakeResolver, Mode, client_config, connect_request, connect_via, ech_outer_body,
+    memory_audit, pki, read_rest, server_name, tls_server, wait_records, with_extension,
 };
 use mcpsum_egress::{
     AddressClass, Allowlist, AuditSink, Decision, Dropped, EgressConfig, EgressRecord, Reason,
@@ -113,15 +113,6 @@ fn seen(r: &EgressRecord) -> Seen {
 
 #[tokio::test]
 async fn allowed_name_tunnels_end_to_end() {
-    allowed_name_tunnel(true).await;
-}
-
-#[tokio::test]
-async fn allowed_name_tunnels_end_to_end_with_the_copying_relay() {
-    allowed_name_tunnel(false).await;
-}
-
-async fn allowed_name_tunnel(zero_copy: bool) {
     let pki = pki(&["test.example"]);
     let upstream = tls_server(pki.server.clone(), Mode::Echo).await;
     let port = upstream.port();
@@ -135,7 +126,7 @@ async fn allowed_name_tunnel(zero_copy: bool) {
         resolver.clone(),
         audit,
         records,
-        |c| c.limits.zero_copy = zero_copy,
+        |_| {},
     )
     .await;
 
@@ -477,6 +468,58 @@ async fn mismatched_or_missing_sni_is_closed() {
         records
             .iter()
             .all(|r| r.connected == Some(format!("127.0.0.1:{port}")))
+    );
+    proxy.stop().await.unwrap();
+}
+
+/// Encrypted Client Hello: the outer SNI names the allowed host, the encrypted inner hello may
+/// name any other behind the same front. The tunnel is closed before a byte goes upstream, and
+/// the record says why.
+#[tokio::test]
+async fn a_hello_with_encrypted_client_hello_is_closed() {
+    let pki = pki(&["test.example"]);
+    let upstream = tls_server(pki.server.clone(), Mode::Echo).await;
+    let port = upstream.port();
+    let resolver = FakeResolver::with(&[("test.example", &["127.0.0.1"])]);
+    let proxy = Proxy::start(
+        &strings(&[
+            &format!("test.example:{port}"),
+            &format!("127.0.0.1:{port}"),
+        ]),
+        resolver,
+    )
+    .await;
+    let (mut tcp, status, _) = connect_via(
+        proxy.addr,
+        &connect_request(&format!("test.example:{port}")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut conn =
+        rustls::ClientConnection::new(client_config(&pki.ca, &[]), server_name("test.example"))
+            .unwrap();
+    let mut plain = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut plain).unwrap();
+    }
+    let hello = with_extension(&plain, mcpsum_egress::ECH_EXTENSION, &ech_outer_body());
+    tcp.write_all(&hello).await.unwrap();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without a byte from upstream");
+    let r = &wait_records(&proxy.records, 1).await[0];
+    assert_eq!(
+        (r.decision, r.reason, r.bytes_up, r.bytes_down),
+        (Decision::Deny, Reason::Ech, 0, 0)
+    );
+    assert!(
+        r.detail
+            .contains("Encrypted Client Hello (extension 0xfe0d)"),
+        "{}",
+        r.detail
     );
     proxy.stop().await.unwrap();
 }

@@ -3,7 +3,11 @@
 //!
 //! Checked:
 //! - the end of the head found while the bytes arrive in pieces (searching only the new bytes
-//!   and the three before them, as the proxy does) is the end found in the whole buffer;
+//!   and the three before them, as the proxy does) is the end found in the whole buffer, and is
+//!   the end of a plain line model: lines end at LF (a CR before it is part of the ending, RFC
+//!   9112 2.2 lets a recipient take a bare LF), and the head ends with the first empty line
+//!   after a line end, whichever ending each line used (`\n\n`, `\n\r\n`, `\r\n\n`,
+//!   `\r\n\r\n`);
 //! - parsing the head never panics; a refused method is a non-empty token other than `CONNECT`;
 //!   an accepted authority is non-empty printable ASCII without spaces;
 //! - a target that parses is normalised (lower case, no trailing dot, LDH labels), its printed
@@ -24,9 +28,10 @@ fuzz_target!(|data: &[u8]| {
     let whole = head_end(data);
     assert_eq!(incremental_head_end(data, seed_of(data)), whole);
     assert_eq!(incremental_head_end(data, 1), whole);
+    assert_eq!(whole, model_head_end(data));
     let Some(end) = whole else { return };
     assert!(end <= data.len());
-    assert!(data[..end].ends_with(b"\n\n") || data[..end].ends_with(b"\r\n\r\n"));
+    assert!(data[..end].ends_with(b"\n\n") || data[..end].ends_with(b"\n\r\n"));
 
     let authority = match parse_head(&data[..end]) {
         Err(HeadError::Method(m)) => {
@@ -52,6 +57,24 @@ fuzz_target!(|data: &[u8]| {
         check_target(&target);
     }
 });
+
+/// The end of the head by lines: just past the first line that is empty (or only a CR) and
+/// follows a line end.
+fn model_head_end(data: &[u8]) -> Option<usize> {
+    let mut start = None;
+    for (i, &b) in data.iter().enumerate() {
+        if b != b'\n' {
+            continue;
+        }
+        if let Some(s) = start
+            && matches!(&data[s..i], b"" | b"\r")
+        {
+            return Some(i + 1);
+        }
+        start = Some(i + 1);
+    }
+    None
+}
 
 /// `head_end` as the proxy's `read_head` uses it: after each read, search from three bytes
 /// before the new ones.

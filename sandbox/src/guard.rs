@@ -9,8 +9,11 @@
 //!   sender we could trust, and a group `SIGTERM` from mcpsum's own shutdown must not cut the
 //!   server's grace period short).
 //!
+//! Once the tree is gone it removes the server's task cgroup (see `cgroup`), which it never
+//! entered itself.
+//!
 //! A group `SIGKILL` from mcpsum's shutdown kills the guard too; the orphans then go to mcpsum,
-//! which is itself a subreaper and ends them before it exits.
+//! which is itself a subreaper and ends them (and removes the task cgroup) before it exits.
 
 use std::time::Duration;
 
@@ -93,6 +96,7 @@ fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
             Ok(Signal::SIGCHLD) | Err(_) => {}
             Ok(_) if getppid().as_raw() != parent => {
                 end_tree();
+                crate::cgroup::remove(getpid().as_raw());
                 std::process::exit(crate::SETUP_FAILED_EXIT);
             }
             // mcpsum's shutdown signals the whole group, the server included: it has its grace.
@@ -101,11 +105,13 @@ fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
         reap(server, &mut status);
         if let Some(status) = status {
             end_tree();
+            crate::cgroup::remove(getpid().as_raw());
             mirror(status);
         }
         // mcpsum may have died while a signal of ours was already pending.
         if getppid().as_raw() != parent {
             end_tree();
+            crate::cgroup::remove(getpid().as_raw());
             std::process::exit(crate::SETUP_FAILED_EXIT);
         }
     }
@@ -221,7 +227,8 @@ fn mirror(status: WaitStatus) -> ! {
 }
 
 /// `mcpsum __guard PARENT_PID PROGRAM ARGV0 [ARGS...]`: a server without a sandbox policy gets
-/// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave.
+/// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave, as it would run
+/// outside mcpsum (no floor: the AppArmor grant is the launcher's, never mcpsum's).
 pub(crate) fn guard_main(args: Vec<std::ffi::OsString>) -> ! {
     let line = match guard_exec(&args) {
         Ok(never) => match never {},
@@ -261,12 +268,17 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
 }
 
 /// The command that starts `program` with `argv` under a guard (see [`guard_main`]).
-pub(crate) fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::process::Command {
-    let mut command = std::process::Command::new(crate::prepare::self_exe_path());
+pub(crate) fn guarded_command(
+    program: &std::path::Path,
+    argv: &[String],
+) -> Result<std::process::Command, crate::SandboxError> {
+    // This very binary (`/proc/self/exe` names the running file even if it was replaced on
+    // disk): `mcpsum`, which holds no AppArmor grant, not the launcher.
+    let mut command = std::process::Command::new("/proc/self/exe");
     command
         .arg(crate::GUARD_SUBCOMMAND)
         .arg(std::process::id().to_string())
         .arg(program)
         .args(argv);
-    command
+    Ok(command)
 }

@@ -1,5 +1,5 @@
-//! The launcher: `mcpsum __sandbox-exec <spec>`, a fresh single-threaded process that applies
-//! every layer to itself and `execve`s the server (design 4, launcher side).
+//! The launcher: `mcpsum-launch __sandbox-exec <spec>`, a fresh single-threaded process that
+//! applies every layer to itself and `execve`s the server (design 4, launcher side).
 //!
 //! It owns the order of operations; the policy decisions were all made by the plan, which
 //! `prepare` serialises into the [`LauncherSpec`] argument (paths, rules, seccomp table, env
@@ -31,6 +31,8 @@ pub(crate) struct LauncherSpec {
     pub(crate) devices: Vec<PathBuf>,
     pub(crate) egress: bool,
     pub(crate) landlock_abi: u32,
+    /// The plan's table; absent means empty. Either way the floor is stacked after it.
+    #[serde(default)]
     pub(crate) seccomp: SeccompTable,
     pub(crate) view: ReadOnlyView,
     pub(crate) limits: Limits,
@@ -99,6 +101,11 @@ pub(crate) trait Sys {
     fn die_with_parent(&mut self) -> Result<i32, Fail>;
     /// Closes every descriptor above 2 except `keep`.
     fn close_fds(&mut self, keep: Option<RawFd>) -> Result<(), Fail>;
+    /// For a server that would run as the host's root, which the kernel exempts from
+    /// `RLIMIT_NPROC`: moves the launcher into a pids cgroup of its own named for `guard`, with
+    /// `pids.max` = `tasks` (see `cgroup`). `Ok(false)`: not root, nothing to do. `Err`: why no
+    /// pids controller can be used (the launch goes on; the limit does not bind root).
+    fn task_cgroup(&mut self, tasks: u64, guard: i32) -> Result<bool, String>;
     /// The environment `prepare` gave the launcher.
     fn environment(&mut self) -> Vec<(OsString, OsString)>;
     /// `unshare(NEWUSER|NEWNS[|NEWNET])`; on failure nothing changed (the caller may
@@ -150,6 +157,14 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
     //    allow mode), the read-only view, the limits.
     let mut env = sys.environment();
     check_env(&env, &spec.env_names)?;
+    // Still root with every capability and in the host's namespaces: the one moment a root
+    // launcher can make and enter a cgroup; the tree after it stays there.
+    if let Err(why) = sys.task_cgroup(spec.limits.tasks, guard) {
+        sys.note(&format!(
+            "mcpsum sandbox: no pids cgroup ({why}): the kernel exempts uid 0 from RLIMIT_NPROC, the limit of {} tasks does not bind this root server",
+            spec.limits.tasks
+        ));
+    }
     let mut seccomp = spec.seccomp.clone();
     let mut own_userns = spec.egress || spec.view == ReadOnlyView::MountNamespace;
     if own_userns {
@@ -259,6 +274,13 @@ impl Sys for RealSys {
         })
     }
 
+    fn task_cgroup(&mut self, tasks: u64, guard: i32) -> Result<bool, String> {
+        if !crate::plan::task_limit_exempt() {
+            return Ok(false);
+        }
+        crate::cgroup::enter(guard, tasks).map(|_| true)
+    }
+
     fn environment(&mut self) -> Vec<(OsString, OsString)> {
         std::env::vars_os().collect()
     }
@@ -277,6 +299,10 @@ impl Sys for RealSys {
     }
 
     fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
+        // The profile attaches to this launcher binary, not to mcpsum: only here can the label
+        // be read (design 8).
+        crate::prepare::check_apparmor_userns()
+            .map_err(|cause| fail("user namespace", cause, APPARMOR_FIX))?;
         let Some((uid, gid)) = self.ids else {
             return Err(fail("user namespace", "mapped before unshare", BUG));
         };
@@ -441,6 +467,7 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
             }
         };
         recheck_opened(target.as_fd(), path, Some(&spec.protected))?;
+        recheck_identity(target.as_fd(), path, &spec.protected)?;
         let tree = crate::sys::clone_tree(target.as_fd()).map_err(|e| {
             fail(
                 layer,
@@ -471,7 +498,8 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
 /// Core dumps off; at most `limits.tasks` tasks in the server's tree. In the launcher's own user
 /// namespace `RLIMIT_NPROC` counts that tree alone (Linux >= 5.14 counts it per namespace).
 /// Without one it counts every task of the user, so the limit is what runs now plus the
-/// policy's. The host's uid 0 is exempt from it in every namespace (`sandbox test` says so).
+/// policy's. The host's uid 0 is exempt from it in every namespace: for root the task cgroup
+/// (entered before `unshare`, see `cgroup`) holds the limit instead.
 fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let layer = "limits";
@@ -610,6 +638,7 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
             }
         };
         recheck_opened(fd.as_fd(), path, check.then_some(spec.protected.as_slice()))?;
+        recheck_identity(fd.as_fd(), path, &spec.protected)?;
         let is_dir = nix::sys::stat::fstat(fd.as_fd())
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .unwrap_or(true);
@@ -692,6 +721,40 @@ fn recheck_opened(
     Ok(())
 }
 
+/// Design 4.1, by identity: the opened descriptor (`fstat`) is not `/`, a protected home or an
+/// ancestor of one under another path (a bind mount made after planning, or one the plan's own
+/// check raced with). Every rule, read or write, devices too.
+fn recheck_identity(
+    fd: BorrowedFd<'_>,
+    path: &Path,
+    protected: &[(String, PathBuf)],
+) -> Result<(), Fail> {
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        fail(
+            "landlock",
+            format!("`{}`: cannot re-check: {e}", path.display()),
+            "retry",
+        )
+    })?;
+    let id = (st.st_dev, st.st_ino);
+    let guarded = crate::plan::guarded_identities(protected);
+    if let Some((what, real)) = guarded
+        .iter()
+        .find(|(_, g)| g != path && crate::plan::identity(g) == Some(id))
+    {
+        return Err(fail(
+            "policy",
+            format!(
+                "`{}` is {what} (`{}`) mounted elsewhere: it would open {what} to the server",
+                path.display(),
+                real.display()
+            ),
+            "remove the bind mount or list the folder the server needs itself, then start the server again",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -726,6 +789,14 @@ mod tests {
         }
         fn close_fds(&mut self, _keep: Option<RawFd>) -> Result<(), Fail> {
             self.step("close_fds")
+        }
+        fn task_cgroup(&mut self, _tasks: u64, guard: i32) -> Result<bool, String> {
+            assert_eq!(guard, 70);
+            self.calls.push("cgroup");
+            match self.fail_at {
+                Some("cgroup") => Err("none".into()),
+                _ => Ok(true),
+            }
         }
         fn environment(&mut self) -> Vec<(OsString, OsString)> {
             self.env.clone()
@@ -764,7 +835,7 @@ mod tests {
             self.step("landlock")
         }
         fn seccomp(&mut self, compiled: &crate::seccomp::Compiled) -> Result<(), Fail> {
-            assert_eq!(compiled.programs.len(), 3);
+            assert_eq!(compiled.programs.len(), 3 + crate::seccomp::FLOOR_FILTERS);
             self.step("seccomp")
         }
         fn exec(&mut self, _p: &CString, _a: &[CString], envp: &[CString]) -> Fail {
@@ -822,10 +893,43 @@ mod tests {
         }
     }
 
-    const START: [&str; 3] = ["guard", "pdeathsig", "close_fds"];
+    const START: [&str; 4] = ["guard", "pdeathsig", "close_fds", "cgroup"];
 
     fn calls(rest: &[&'static str]) -> Vec<&'static str> {
         START.iter().chain(rest).copied().collect()
+    }
+
+    #[test]
+    fn an_opened_rule_that_is_the_root_or_a_home_under_another_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("data")).unwrap();
+        let protected = vec![("the home directory".to_string(), home.clone())];
+        // A link opened as a rule stands in for a bind mount: the descriptor is `/` or the home.
+        for (target, what) in [
+            (Path::new("/"), "the whole filesystem"),
+            (&home, "the home directory"),
+        ] {
+            let alias = root.join("alias");
+            let _ = std::fs::remove_file(&alias);
+            std::os::unix::fs::symlink(target, &alias).unwrap();
+            let fd = PathFd::new(&alias).unwrap();
+            let e = recheck_identity(fd.as_fd(), &alias, &protected).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!(
+                    "`{}` is {what} (`{}`) mounted elsewhere",
+                    alias.display(),
+                    target.display()
+                )),
+                "{e}"
+            );
+        }
+        // The home by its own path, and a folder inside it, are what they say.
+        for ok in [home.clone(), home.join("data")] {
+            let fd = PathFd::new(&ok).unwrap();
+            recheck_identity(fd.as_fd(), &ok, &protected).unwrap();
+        }
     }
 
     #[test]
@@ -941,6 +1045,30 @@ mod tests {
             };
             assert_eq!(end.layer, layer);
         }
+    }
+
+    #[test]
+    fn without_a_pids_cgroup_the_launch_goes_on_and_says_so() {
+        let mut f = fake(Some("cgroup"));
+        launch(&mut f, &spec(false));
+        assert_eq!(
+            f.calls,
+            [
+                "guard",
+                "pdeathsig",
+                "close_fds",
+                "cgroup",
+                "note",
+                "unshare",
+                "namespaces",
+                "view",
+                "limits",
+                "caps",
+                "landlock",
+                "seccomp",
+                "exec"
+            ]
+        );
     }
 
     #[test]

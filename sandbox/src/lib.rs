@@ -7,15 +7,21 @@
 //! 1. [`validate`] checks a `policy.sandbox` (all problems in one pass).
 //! 2. [`plan()`] turns a [`LaunchRequest`] into a [`SandboxPlan`] (pure; unit-tested as a value).
 //! 3. [`prepare`] makes the private `${TMP}` (0700, removed when [`Prepared`] drops), the bridge
-//!    socketpair (allow mode) and a [`std::process::Command`] that re-executes the current binary
-//!    as `<exe> __sandbox-exec <spec>`. The caller sets stdio, `process_group(0)`, and spawns it.
-//! 4. The launcher ([`launcher_main`], single-threaded, in the child) applies, in order:
-//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, `unshare(NEWUSER|NEWNS[|NEWNET])`,
+//!    socketpair (allow mode) and a [`std::process::Command`] that runs the launcher binary
+//!    ([`LAUNCHER_NAME`], beside the running binary, opened by [`open_launcher`]) as
+//!    `mcpsum-launch __sandbox-exec <spec>`. The caller sets stdio, `process_group(0)`, and
+//!    spawns it.
+//! 4. The launcher ([`launcher_binary_main`], single-threaded, in the child) applies, in order:
+//!    `PR_SET_PDEATHSIG`, closing inherited descriptors, [host root only: a pids cgroup of its
+//!    own with `pids.max` = the task limit, which `RLIMIT_NPROC` cannot be for uid 0; where no
+//!    pids controller can be used the launch goes on and says so],
+//!    `unshare(NEWUSER|NEWNS[|NEWNET])`,
 //!    `setgroups deny`, identity uid/gid map, the read-only view (every mount read-only, the write
 //!    set bound read-write again; skipped, with a seccomp compensation, where no user namespace
 //!    can be made and `network.allow` is `[]`), `RLIMIT_NPROC` and `RLIMIT_CORE`, [allow mode:
 //!    `lo` up, bind `127.0.0.1:0`, send port + fd over `SCM_RIGHTS`], capabilities dropped,
-//!    Landlock, seccomp, `execve`. Any failure: one line
+//!    Landlock, seccomp (the spec's table, then the floor no spec can lift), `execve`. Any
+//!    failure: one line
 //!    `sandbox setup failed, server not started: <layer>: <cause>; <fix>` on stderr, exit 126.
 //! 5. In allow mode [`Prepared::receive_listener`] returns the listening socket (inside the
 //!    server's namespace) that mcpsum's egress proxy accepts on.
@@ -50,11 +56,21 @@
 //! of the command and of its `#!` interpreter (or the command `env` runs, `-S` included) when
 //! they lie outside the base. Each path is made real first (`#!/etc/../bin/python3` is
 //! `/usr/bin/python3`, not a prefix `/etc/..` that Landlock would open as `/`); a relative
-//! interpreter is refused. A prefix never covers a protected path, a credential path
-//! ([`CREDENTIAL_PATHS`] below the home directory: `~/.cargo/bin/srv` gets `~/.cargo/bin`, not
-//! `~/.cargo` with `credentials.toml`) or the TLS keys: it shrinks to the file's directory, or the
-//! file itself. As a last check ([`check_read_set`]) no read rule is `/` or an ancestor of the
-//! home directory, whatever its origin. A `filesystem.*` entry may still open a credential path
+//! interpreter is refused.
+//!
+//! The protected homes are [`Protected::home`] (`$HOME`) and [`Protected::other_homes`] (the
+//! passwd home of the effective uid); the people's homes are [`user_homes`] (`/etc/passwd`
+//! entries with a login shell, or below `/home` or `/root`). Below any of them a command's folder
+//! widens only to a known install layout ([`HOME_INSTALL_LAYOUTS`]: nvm, pyenv versions and
+//! root, uv tools and uv-managed Pythons, volta, fnm, asdf, mise, rustup toolchains, npm's
+//! `~/.npm-global/lib/node_modules/P`, and `~/.cargo/bin` as itself); `~/.local/bin/srv` and any
+//! other folder give the command's own folder: the rest of a home holds tokens no list names in
+//! advance. Elsewhere the prefix is the parent of `bin/`. A prefix never is a home or an ancestor
+//! of one, and never covers a protected path, a credential path ([`CREDENTIAL_PATHS`] below any
+//! home) or the TLS keys: it shrinks to the file's directory, or the file itself. As a last
+//! check ([`check_read_set`]) no read rule is `/` or an ancestor of a protected home, whatever
+//! its origin, by path or by `(st_dev, st_ino)` (a bind mount of `/` or of a home under another
+//! path); the launcher repeats the identity check on each opened descriptor. A `filesystem.*` entry may still open a credential path
 //! on purpose; [`exposed_credentials`] names it, `lock` warns and `sandbox test` shows the row.
 //!
 //! # Environment
@@ -86,6 +102,8 @@ mod policy;
 mod report_model;
 
 #[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
 mod guard;
 #[cfg(target_os = "linux")]
 mod launcher;
@@ -102,9 +120,10 @@ mod sys;
 
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
-    LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES, ReadOnlyView, SandboxPlan,
-    SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set, compensations, credential_paths,
-    exposed_credentials, plan, plan_for_kernel, plan_with_view, resolve_command, seccomp_table,
+    HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,
+    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set,
+    compensations, credential_paths, exposed_credentials, passwd_homes, plan, plan_for_kernel,
+    plan_with_view, resolve_command, seccomp_table, user_homes,
 };
 pub use policy::{
     Limits, NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy,
@@ -113,20 +132,40 @@ pub use policy::{
 
 pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};
 
-/// Name of the hidden subcommand that runs [`launcher_main`].
+/// File name of the launcher binary, installed beside `mcpsum` (see [`launcher_binary_main`]).
+pub const LAUNCHER_NAME: &str = "mcpsum-launch";
+/// The launcher's entry point that applies a spec's layers and executes the server.
 pub const EXEC_SUBCOMMAND: &str = "__sandbox-exec";
 /// Name of the hidden subcommand that runs [`probe_main`].
 pub const PROBE_SUBCOMMAND: &str = "__sandbox-probe";
-/// The hidden subcommand that runs a server without a sandbox policy under its guard alone.
+/// The launcher's entry point that runs a server without a sandbox policy under its guard (and
+/// the seccomp floor) alone.
 pub const GUARD_SUBCOMMAND: &str = "__guard";
+/// The calls the launcher's seccomp floor refuses (EPERM) to whatever it executes, whatever its
+/// spec or arguments say: creating or joining a namespace and every mount call. `clone` with a
+/// `CLONE_NEW*` flag is refused too, and `clone3` answers ENOSYS (its flags are out of a
+/// filter's reach; libc falls back to `clone`).
+pub const FLOOR_SYSCALLS: &[&str] = &[
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+];
 /// Exit status of the launcher when a layer cannot be applied.
 pub const SETUP_FAILED_EXIT: i32 = 126;
 /// How the launcher's one stderr line starts when a layer cannot be applied; `<layer>: <cause>;
 /// <fix>` follows.
 pub const SETUP_FAILED_PREFIX: &str = "sandbox setup failed, server not started: ";
 /// The hint for Ubuntu's user-namespace restriction.
-pub const APPARMOR_FIX: &str =
-    "run scripts/install-apparmor.sh (as root) to install mcpsum's AppArmor profile";
+pub const APPARMOR_FIX: &str = "run scripts/install-apparmor.sh (as root) to install the AppArmor profile of mcpsum's launcher `mcpsum-launch`";
 
 /// Why a sandbox could not be planned, prepared or tested.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +218,7 @@ impl SandboxError {
 }
 
 #[cfg(target_os = "linux")]
-pub use prepare::{Prepared, open_self_exe, prepare};
+pub use prepare::{Prepared, open_launcher, open_launcher_at, prepare};
 #[cfg(target_os = "linux")]
 pub use report::{sandbox_test, sandbox_test_plan};
 
@@ -189,19 +228,61 @@ mod unsupported;
 #[cfg(not(target_os = "linux"))]
 pub use unsupported::*;
 
-/// Entry point of `mcpsum __sandbox-exec ARGS` (called by mcpsum's `main` before argument
-/// parsing, with the arguments after the subcommand). Applies every layer and `execve`s the
-/// server; never returns. On failure prints one line and exits 126.
-pub fn launcher_main(args: Vec<OsString>) -> ! {
+/// The whole `main` of the launcher binary ([`LAUNCHER_NAME`]), the one file the AppArmor
+/// profile grants `userns` to. It has exactly one entry point, `__sandbox-exec SPEC`: it applies
+/// every layer of the spec and `execve`s the server; on failure it prints one line and exits
+/// 126. (A server without a sandbox policy is started by `mcpsum __guard`, see [`guard_main`]:
+/// mcpsum holds no grant, so that server keeps what it would have outside mcpsum.)
+///
+/// Whatever the spec says, what it executes runs under the seccomp floor ([`FLOOR_SYSCALLS`]): it can create no namespace and mount nothing, so the profile's
+/// `userns` grant never reaches a server. Anything else prints a usage line and exits 2,
+/// executing nothing. Never returns.
+pub fn launcher_binary_main() -> ! {
+    let mut args = std::env::args_os();
+    let _argv0 = args.next();
+    let mode = args.next();
+    let rest: Vec<OsString> = args.collect();
     #[cfg(target_os = "linux")]
     {
-        launcher::main(args)
+        match mode {
+            Some(m) if m == EXEC_SUBCOMMAND => launcher::main(rest),
+            _ => launcher_usage(),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (mode, rest);
+        unsupported::fail()
+    }
+}
+
+/// Entry point of `mcpsum __guard PARENT_PID PROGRAM ARGV0 [ARGS...]`: a server without a sandbox
+/// policy, under the guard alone (its tree ends with it and with mcpsum), executed as it would
+/// run outside mcpsum: no seccomp floor, no `no_new_privs`. It is an entry point of `mcpsum`,
+/// never of the launcher, so the launcher's AppArmor `userns` grant cannot reach such a server.
+/// Never returns.
+pub fn guard_main(args: Vec<OsString>) -> ! {
+    #[cfg(target_os = "linux")]
+    {
+        guard::guard_main(args)
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = args;
         unsupported::fail()
     }
+}
+
+/// Someone ran the launcher by hand.
+#[cfg(target_os = "linux")]
+fn launcher_usage() -> ! {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "error: `{LAUNCHER_NAME}` is mcpsum's sandbox launcher and is not meant to be run by hand\n\n\
+         hint: run servers through `mcpsum` (`mcpsum lock`, `mcpsum proxy`, `mcpsum sandbox test`)"
+    );
+    std::process::exit(2)
 }
 
 /// Entry point of `mcpsum __sandbox-probe ARGS`: runs inside the sandbox, performs the
@@ -218,25 +299,14 @@ pub fn probe_main(args: Vec<OsString>) -> ! {
     }
 }
 
-/// Entry point of `mcpsum __guard ARGS`: forks the guard (see the crate's "Process tree") and
-/// executes the server without any sandbox layer. Never returns.
-pub fn guard_main(args: Vec<OsString>) -> ! {
-    #[cfg(target_os = "linux")]
-    {
-        guard::guard_main(args)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = args;
-        unsupported::fail()
-    }
-}
-
 /// The command that starts `program` (resolved) with `argv` (`argv[0]` first) under a guard
 /// that ends the server's whole tree with it or with this process, even a `SIGKILL`ed one. Set
-/// its environment, stdio and process group as for the server itself. Elsewhere than Linux, the
-/// program itself.
-pub fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::process::Command {
+/// its environment, stdio and process group as for the server itself. Fails when the launcher
+/// binary is missing (the guard is part of it). Elsewhere than Linux, the program itself.
+pub fn guarded_command(
+    program: &std::path::Path,
+    argv: &[String],
+) -> Result<std::process::Command, SandboxError> {
     #[cfg(target_os = "linux")]
     {
         guard::guarded_command(program, argv)
@@ -248,16 +318,20 @@ pub fn guarded_command(program: &std::path::Path, argv: &[String]) -> std::proce
         if let Some((first, rest)) = argv.split_first() {
             command.arg0(first).args(rest);
         }
-        command
+        Ok(command)
     }
 }
 
 /// Kills every descendant of this process, round after round, reaping them, until none is left
-/// (what a guard does when its server ends; mcpsum, a subreaper too, does it before it exits).
+/// (what a guard does when its server ends; mcpsum, a subreaper too, does it before it exits),
+/// then removes the task cgroups of guards killed before they could (see `cgroup`).
 /// Elsewhere than Linux, nothing.
 pub fn end_descendants() {
     #[cfg(target_os = "linux")]
-    guard::end_tree();
+    {
+        guard::end_tree();
+        cgroup::sweep();
+    }
 }
 
 /// Default time [`Prepared::receive_listener`] should wait for the launcher (design 4.6).

@@ -4,13 +4,15 @@
 //! base + interpreter prefixes + `filesystem.read`), the write set (`${TMP}`, per-server caches,
 //! `filesystem.write`), the character devices, the environment, the Landlock level with its
 //! compensations and the seccomp table. Apart from resolving the command on `PATH`, reading a
-//! script's `#!` line and resolving rule paths to real paths it does no I/O, and it changes
-//! nothing: everything here is unit-tested as a whole value. Applying the plan is the launcher's
-//! job (`launcher.rs`).
+//! script's `#!` line, reading `/etc/passwd` for the people's homes, resolving rule paths to
+//! real paths and `stat`ing them it does no I/O, and it changes nothing: everything here is
+//! unit-tested as a whole value. Applying the plan is the launcher's job (`launcher.rs`).
 //!
-//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of the
-//! home directory, and, for rules it derives itself, the protected paths, the TLS keys and the
-//! credential paths ([`CREDENTIAL_PATHS`], the one list other features reuse).
+//! It also owns what no read rule may open ([`check_read_set`]): the root, an ancestor of a
+//! protected home, by path or by identity (a bind mount), and, for rules it derives itself, the
+//! protected paths, every user's home, the TLS keys and the credential paths
+//! ([`CREDENTIAL_PATHS`], the one list other features reuse), and which folders below a home a
+//! command's prefix may be ([`HOME_INSTALL_LAYOUTS`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -325,7 +327,91 @@ pub const CREDENTIAL_PATHS: &[&str] = &[
     ".config/vivaldi",
     ".config/op",
     ".config/rclone",
+    // AI coding agents' tokens and the npm prefix a user-level `npm -g` installs into (its
+    // `etc/npmrc` holds registry tokens).
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".config/github-copilot",
+    ".npm-global",
+    // Shell and REPL histories: commands typed with tokens in them.
+    ".bash_history",
+    ".zsh_history",
+    ".histfile",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
+    ".viminfo",
 ];
+
+/// Install layouts below a home directory, as path components (`*` is any one name): a command
+/// at or below one gets that folder as its prefix. Anywhere else in a home a command gets its
+/// own folder: other folders there hold tokens no list can name in advance.
+pub const HOME_INSTALL_LAYOUTS: &[&[&str]] = &[
+    &[".nvm", "versions", "node", "*"],
+    &[".pyenv", "versions", "*"],
+    // pyenv's shims run `pyenv` itself from its `libexec/`.
+    &[".pyenv"],
+    &[".local", "share", "uv", "tools", "*"],
+    &[".local", "share", "uv", "python", "*"],
+    &[".volta", "tools", "image", "*", "*"],
+    // volta's shims are one binary that reads `tools/`.
+    &[".volta"],
+    &[
+        ".local",
+        "share",
+        "fnm",
+        "node-versions",
+        "*",
+        "installation",
+    ],
+    &[".fnm", "node-versions", "*", "installation"],
+    &[".asdf", "installs", "*", "*"],
+    &[".asdf"],
+    &[".local", "share", "mise", "installs", "*", "*"],
+    &[".rustup", "toolchains", "*"],
+    &[".npm-global", "lib", "node_modules", "*"],
+    &[".cargo", "bin"],
+];
+
+/// What a home directory from `/etc/passwd` other than the protected ones is called.
+const USER_HOME: &str = "a user's home directory";
+
+/// The home directories of the machine's people, from `/etc/passwd`: entries with a login
+/// shell, or whose home lies below `/home` or is `/root`. A derived prefix never is one, nor an
+/// ancestor of one, nor covers one of their credential paths, whatever `$HOME` says.
+pub fn user_homes() -> Vec<PathBuf> {
+    std::fs::read_to_string("/etc/passwd")
+        .map(|t| passwd_homes(&t))
+        .unwrap_or_default()
+}
+
+/// [`user_homes`] from the text of a passwd file.
+pub fn passwd_homes(passwd: &str) -> Vec<PathBuf> {
+    const NO_LOGIN: &[&str] = &["nologin", "false", "sync", "shutdown", "halt", ""];
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in passwd.lines() {
+        let f: Vec<&str> = line.split(':').collect();
+        let (Some(home), Some(shell)) = (f.get(5), f.get(6)) else {
+            continue;
+        };
+        let home = Path::new(home);
+        let shell = Path::new(shell).file_name().and_then(OsStr::to_str);
+        let person = !NO_LOGIN.contains(&shell.unwrap_or(""));
+        let listed = home.starts_with("/home") || home.starts_with("/root");
+        if home.is_absolute() && home.parent().is_some() && (person || listed) {
+            let home = crate::policy::canonical_or_lexical(home);
+            if home.parent().is_some() && !out.contains(&home) {
+                out.push(home);
+            }
+        }
+    }
+    out
+}
 
 /// The credential paths of `home` ([`CREDENTIAL_PATHS`]), each as written below `home` and, if
 /// it is a link, also where it leads (a `~/.ssh` kept in a dotfiles repository).
@@ -347,10 +433,10 @@ pub fn credential_paths(home: &Path) -> Vec<PathBuf> {
 /// that covers an existing credential path or lies inside one, with its key and that path.
 /// Allowed (the policy is the person's), but `sandbox test` and `lock` say so.
 pub fn exposed_credentials(policy: &ValidatedPolicy) -> Vec<(String, PathBuf)> {
-    let Some(home) = home_of(&policy.protected) else {
-        return Vec::new();
-    };
-    let creds = credential_paths(home);
+    let creds: Vec<PathBuf> = homes_of(&policy.protected)
+        .into_iter()
+        .flat_map(credential_paths)
+        .collect();
     let mut out = Vec::new();
     for (key, p) in policy.read.iter().chain(&policy.write) {
         let PolicyPath::Host(p) = p else { continue };
@@ -364,12 +450,14 @@ pub fn exposed_credentials(policy: &ValidatedPolicy) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// The home directory among the protected paths, if known.
-fn home_of(protected: &[(String, PathBuf)]) -> Option<&Path> {
+/// The home directories among the protected paths: `$HOME` and the passwd home of the
+/// effective uid.
+fn homes_of(protected: &[(String, PathBuf)]) -> Vec<&Path> {
     protected
         .iter()
-        .find(|(what, _)| what == crate::policy::HOME_DIRECTORY)
+        .filter(|(what, _)| what == crate::policy::HOME_DIRECTORY)
         .map(|(_, p)| p.as_path())
+        .collect()
 }
 
 /// Python's `/etc/pythonX.Y` directories are added when present (names vary by version).
@@ -425,7 +513,8 @@ fn userns_unavailable() -> Option<String> {
 
 /// Whether this process's real uid is the host's uid 0 (its uid maps to 0 one level up, which is
 /// the host in every setup mcpsum supports): the kernel never holds that user to `RLIMIT_NPROC`,
-/// in any user namespace, so the task limit does not bind a root server.
+/// in any user namespace, so for a root server the launcher holds the task limit with a pids
+/// cgroup instead (see `cgroup`), where one can be used.
 #[cfg(target_os = "linux")]
 pub(crate) fn task_limit_exempt() -> bool {
     let uid = u64::from(nix::unistd::getuid().as_raw());
@@ -628,8 +717,31 @@ fn runtime_base_rules() -> Vec<FsRule> {
 /// The paths a derived read rule must not cover: the protected paths, every credential path of
 /// the home directory and the TLS key folders.
 fn avoided_paths(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
+    avoided_paths_with(protected, &user_homes())
+}
+
+/// [`avoided_paths`] with the machine's user homes given: those homes and their credential
+/// paths are avoided too.
+fn avoided_paths_with(
+    protected: &[(String, PathBuf)],
+    users: &[PathBuf],
+) -> Vec<(String, PathBuf)> {
     let mut out: Vec<(String, PathBuf)> = protected.to_vec();
-    if let Some(home) = home_of(protected) {
+    let homes: Vec<&Path> = homes_of(protected);
+    for u in users {
+        if !homes.contains(&u.as_path()) {
+            out.push((USER_HOME.to_string(), u.clone()));
+        }
+    }
+    let all: Vec<&Path> = homes
+        .iter()
+        .copied()
+        .chain(users.iter().map(PathBuf::as_path))
+        .collect();
+    for (i, home) in all.iter().enumerate() {
+        if all[..i].contains(home) {
+            continue;
+        }
         out.extend(
             credential_paths(home)
                 .into_iter()
@@ -645,15 +757,16 @@ fn avoided_paths(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
 }
 
 /// The last line of defence, whatever a rule's origin: no read rule is `/` or an ancestor of
-/// the home directory (each would open every user's files); no rule the plan derived itself
-/// (runtime base, command and interpreter prefixes) covers a protected path, a credential path
-/// or the TLS keys. Only `filesystem.read` entries may open the home directory or a credential
-/// path, on purpose (`sandbox test` and `lock` warn about the latter).
+/// a protected home directory (each would open every user's files), by path or, through a bind
+/// mount, by identity ([`folder_in_disguise`]); no rule the plan derived itself (runtime base,
+/// command and interpreter prefixes) covers a protected path, any user's home, a credential
+/// path or the TLS keys. Only `filesystem.read` entries may open the home directory or a
+/// credential path, on purpose (`sandbox test` and `lock` warn about the latter).
 pub fn check_read_set(
     read: &[FsRule],
     protected: &[(String, PathBuf)],
 ) -> Result<(), SandboxError> {
-    let home = home_of(protected);
+    let homes = homes_of(protected);
     let avoid = avoided_paths(protected);
     for rule in read {
         let PolicyPath::Host(p) = &rule.path else {
@@ -662,8 +775,22 @@ pub fn check_read_set(
         let derived = !matches!(rule.origin, Origin::Policy(_));
         let hit = if p.parent().is_none() {
             Some(("the whole filesystem".to_string(), p.clone()))
-        } else if let Some(h) = home.filter(|h| h.starts_with(p) && (derived || *h != p)) {
+        } else if let Some(h) = homes
+            .iter()
+            .find(|h| h.starts_with(p) && (derived || **h != p))
+        {
             Some((crate::policy::HOME_DIRECTORY.to_string(), h.to_path_buf()))
+        } else if let Some((what, real)) = folder_in_disguise(p, protected) {
+            return Err(SandboxError::layer(
+                "read set",
+                format!(
+                    "`{}` ({}) is {what} (`{}`) mounted elsewhere: it would open {what} to the server",
+                    p.display(),
+                    rule.origin,
+                    real.display()
+                ),
+                "list the folder the server needs itself, not a bind mount of a wider one",
+            ));
         } else if derived {
             avoid
                 .iter()
@@ -672,7 +799,9 @@ pub fn check_read_set(
                     // `/usr`); the base is fixed and documented: only its secrets matter there.
                     what != crate::policy::BINARY
                         && (rule.origin != Origin::RuntimeBase
-                            || (what != "`mcp.lock`" && what != "the directory of `mcp.lock`"))
+                            || (what != "`mcp.lock`"
+                                && what != "the directory of `mcp.lock`"
+                                && what != USER_HOME))
                 })
                 .find(|(_, a)| a.starts_with(p))
                 .cloned()
@@ -696,6 +825,51 @@ pub fn check_read_set(
         }
     }
     Ok(())
+}
+
+/// The folders no read rule may be under another name (a bind mount): `/`, each protected
+/// home and each ancestor of one, with what each is. Compared by `(st_dev, st_ino)`.
+pub(crate) fn guarded_identities(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = vec![("the whole filesystem".into(), PathBuf::from("/"))];
+    for home in homes_of(protected) {
+        for a in home.ancestors() {
+            let what = if a == home {
+                crate::policy::HOME_DIRECTORY.to_string()
+            } else if a.parent().is_none() {
+                continue;
+            } else {
+                "an ancestor of the home directory".to_string()
+            };
+            if !out.iter().any(|(_, p)| p == a) {
+                out.push((what, a.to_path_buf()));
+            }
+        }
+    }
+    out
+}
+
+/// `(st_dev, st_ino)` of a path, following links.
+pub(crate) fn identity(p: &Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = p;
+        None
+    }
+}
+
+/// The guarded folder ([`guarded_identities`]) that `p` is under another path: a bind mount of
+/// `/` or of a home passes every comparison of paths. A `filesystem.read` entry may name a home
+/// by its own path (the lexical checks judge that), never under another one.
+fn folder_in_disguise(p: &Path, protected: &[(String, PathBuf)]) -> Option<(String, PathBuf)> {
+    let id = identity(p)?;
+    guarded_identities(protected)
+        .into_iter()
+        .find(|(_, g)| g != p && identity(g) == Some(id))
 }
 
 fn push_unique(rules: &mut Vec<FsRule>, rule: FsRule) {
@@ -837,13 +1011,47 @@ fn real_forms(file: &Path) -> Result<[PathBuf; 2], SandboxError> {
     Ok([link, real])
 }
 
-/// The parent of the nearest `bin/` or `shims/` ancestor; the file's own directory when there is
-/// none or when that prefix would cover an avoided path (home, state dir, lockfile, credentials:
-/// `~/.cargo/bin/srv` gets `~/.cargo/bin`, since `~/.cargo` holds `credentials.toml`); the file
-/// itself when even its directory would. `file` is a real path.
+/// Below a home directory (the protected homes and every user's, among `avoid`): the first
+/// [`HOME_INSTALL_LAYOUTS`] folder holding the file that covers no avoided path, else the file's
+/// own directory. Elsewhere the parent of the nearest `bin/` or `shims/` ancestor, or the file's
+/// own directory when there is none or when that prefix would cover an avoided path (home,
+/// state dir, lockfile, credentials). The file itself when even its directory would. `file` is
+/// a real path.
 fn install_prefix(file: &Path, avoid: &[(String, PathBuf)]) -> PathBuf {
     let covers =
         |dir: &Path| dir.parent().is_none() || avoid.iter().any(|(_, p)| p.starts_with(dir));
+    let own = || match file.parent() {
+        Some(dir) if !covers(dir) => dir.to_path_buf(),
+        _ => file.to_path_buf(),
+    };
+    // The deepest home holding the file (a home inside another's is the nearer one).
+    let home = avoid
+        .iter()
+        .filter(|(what, h)| {
+            (what == crate::policy::HOME_DIRECTORY || what == USER_HOME) && file.starts_with(h)
+        })
+        .map(|(_, h)| h)
+        .max_by_key(|h| h.components().count());
+    if let Some(home) = home {
+        let Ok(rel) = file.strip_prefix(home) else {
+            return own();
+        };
+        let names: Vec<&OsStr> = rel.iter().collect();
+        for layout in HOME_INSTALL_LAYOUTS {
+            let fits = names.len() > layout.len()
+                && layout
+                    .iter()
+                    .zip(&names)
+                    .all(|(want, got)| *want == "*" || OsStr::new(want) == *got);
+            if fits {
+                let prefix = home.join(names.iter().take(layout.len()).collect::<PathBuf>());
+                if !covers(&prefix) {
+                    return prefix;
+                }
+            }
+        }
+        return own();
+    }
     let mut cur = file.parent();
     while let Some(dir) = cur {
         if matches!(
@@ -859,10 +1067,7 @@ fn install_prefix(file: &Path, avoid: &[(String, PathBuf)]) -> PathBuf {
         }
         cur = dir.parent();
     }
-    match file.parent() {
-        Some(dir) if !covers(dir) => dir.to_path_buf(),
-        _ => file.to_path_buf(),
-    }
+    own()
 }
 
 /// The interpreter of a `#!` script: the absolute path on the line, or for `env` the command it
@@ -1638,6 +1843,178 @@ mod tests {
             for c in credential_paths(&home) {
                 assert!(!c.starts_with(&got), "{file}: {got:?} covers {c:?}");
             }
+        }
+    }
+
+    #[test]
+    fn prefixes_under_any_home_take_only_known_install_layouts() {
+        // `$HOME` is /home/u; /home/alice is another person's home from /etc/passwd.
+        let protected = vec![
+            (
+                crate::policy::HOME_DIRECTORY.to_string(),
+                PathBuf::from("/home/u"),
+            ),
+            ("state".to_string(), PathBuf::from("/var/lib/mcpsum")),
+        ];
+        let avoid = avoided_paths_with(&protected, &[PathBuf::from("/home/alice")]);
+        for (file, prefix) in [
+            ("/home/u/.claude/bin/srv", "/home/u/.claude/bin"),
+            ("/home/u/.npm-global/bin/srv", "/home/u/.npm-global/bin"),
+            (
+                "/home/u/.npm-global/lib/node_modules/pkg/dist/cli.js",
+                "/home/u/.npm-global/lib/node_modules/pkg",
+            ),
+            ("/home/u/.codex/bin/srv", "/home/u/.codex/bin"),
+            ("/home/u/tools/x/bin/srv", "/home/u/tools/x/bin"),
+            ("/home/u/.cargo/bin/srv", "/home/u/.cargo/bin"),
+            ("/home/u/.local/bin/srv", "/home/u/.local/bin"),
+            (
+                "/home/u/.local/share/uv/tools/srv/bin/srv",
+                "/home/u/.local/share/uv/tools/srv",
+            ),
+            (
+                "/home/u/.local/share/uv/python/cpython-3.12/bin/python3.12",
+                "/home/u/.local/share/uv/python/cpython-3.12",
+            ),
+            (
+                "/home/u/.pyenv/versions/3.12/bin/python",
+                "/home/u/.pyenv/versions/3.12",
+            ),
+            ("/home/u/.pyenv/shims/python", "/home/u/.pyenv"),
+            (
+                "/home/u/.volta/tools/image/node/22.1.0/bin/node",
+                "/home/u/.volta/tools/image/node/22.1.0",
+            ),
+            (
+                "/home/u/.local/share/fnm/node-versions/v22/installation/bin/node",
+                "/home/u/.local/share/fnm/node-versions/v22/installation",
+            ),
+            (
+                "/home/u/.asdf/installs/nodejs/22/bin/node",
+                "/home/u/.asdf/installs/nodejs/22",
+            ),
+            (
+                "/home/u/.local/share/mise/installs/node/22/bin/node",
+                "/home/u/.local/share/mise/installs/node/22",
+            ),
+            // Another user's home is a home too, whatever `$HOME` says.
+            ("/home/alice/bin/srv", "/home/alice/bin"),
+            ("/home/alice/.claude/bin/srv", "/home/alice/.claude/bin"),
+            ("/home/alice/srv", "/home/alice/srv"),
+            // Outside every home: the parent of `bin/`, never an ancestor of a home.
+            ("/opt/tool/bin/srv", "/opt/tool"),
+            ("/home/bin/srv", "/home/bin"),
+        ] {
+            let got = install_prefix(Path::new(file), &avoid);
+            assert_eq!(got, PathBuf::from(prefix), "{file}");
+            for home in ["/home/u", "/home/alice"] {
+                for c in credential_paths(Path::new(home)) {
+                    assert!(!c.starts_with(&got), "{file}: {got:?} covers {c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn passwd_homes_are_the_homes_of_people() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n\
+sync:x:4:65534:sync:/bin:/bin/sync\n\
+alice:x:1000:1000::/home/alice:/bin/zsh\n\
+svc:x:990:990::/srv/svc:/usr/bin/false\n\
+bob:x:1001:1001::/home/bob:/usr/sbin/nologin\n\
+dev:x:1002:1002::/data/dev:/bin/sh\n\
+odd:x:1003:1003::/:/bin/sh\n\
+broken line\n";
+        assert_eq!(
+            passwd_homes(passwd),
+            ["/root", "/home/alice", "/home/bob", "/data/dev"]
+                .map(PathBuf::from)
+                .to_vec()
+        );
+    }
+
+    #[test]
+    fn every_protected_home_is_guarded() {
+        // `$HOME` points elsewhere; the passwd home is the second home entry.
+        let protected = vec![
+            (
+                crate::policy::HOME_DIRECTORY.to_string(),
+                PathBuf::from("/tmp/elsewhere"),
+            ),
+            (
+                crate::policy::HOME_DIRECTORY.to_string(),
+                PathBuf::from("/home/u"),
+            ),
+        ];
+        let avoid = avoided_paths_with(&protected, &[]);
+        assert_eq!(
+            install_prefix(Path::new("/home/u/bin/srv"), &avoid),
+            PathBuf::from("/home/u/bin")
+        );
+        for covered in ["/home/u", "/home"] {
+            let rule = FsRule {
+                path: PolicyPath::Host(covered.into()),
+                origin: Origin::Command,
+                required: true,
+            };
+            let e = check_read_set(&[rule], &protected).unwrap_err().to_string();
+            assert!(
+                e.contains("would open the home directory (`/home/u`)"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_read_rule_that_is_the_root_or_a_home_under_another_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        // A link stands in for a bind mount: another path, the same (st_dev, st_ino).
+        std::os::unix::fs::symlink("/", root.join("rootb")).unwrap();
+        std::os::unix::fs::symlink(&home, root.join("homeb")).unwrap();
+        std::os::unix::fs::symlink(&root, root.join("upb")).unwrap();
+        let protected = vec![(crate::policy::HOME_DIRECTORY.to_string(), home.clone())];
+        for (rule, what) in [
+            ("rootb", "the whole filesystem (`/`)"),
+            (
+                "homeb",
+                &format!("the home directory (`{}`)", home.display()),
+            ),
+            (
+                "upb",
+                &format!("an ancestor of the home directory (`{}`)", root.display()),
+            ),
+        ] {
+            for origin in [
+                Origin::Policy("filesystem.read[0]".into()),
+                Origin::Interpreter,
+            ] {
+                let r = FsRule {
+                    path: PolicyPath::Host(root.join(rule)),
+                    origin: origin.clone(),
+                    required: true,
+                };
+                let e = check_read_set(&[r], &protected).unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!(
+                        "`{}` ({origin}) is {what} mounted elsewhere",
+                        root.join(rule).display()
+                    )),
+                    "{e}"
+                );
+            }
+        }
+        // The home by its own path stays a policy's choice; a plain folder passes.
+        for ok in [home.clone(), home.join(".ssh")] {
+            let r = FsRule {
+                path: PolicyPath::Host(ok),
+                origin: Origin::Policy("filesystem.read[0]".into()),
+                required: true,
+            };
+            check_read_set(&[r], &protected).unwrap();
         }
     }
 

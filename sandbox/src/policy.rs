@@ -75,6 +75,10 @@ pub struct Protected {
     pub binary: PathBuf,
     /// The home directory, when known (`~` paths need it).
     pub home: Option<PathBuf>,
+    /// Further homes protected like `home` but never used for `~`: the passwd home of the
+    /// effective uid when `$HOME` names another folder (or none), so a wrong or missing `$HOME`
+    /// leaves no home unprotected.
+    pub other_homes: Vec<PathBuf>,
 }
 
 /// A path of a validated policy.
@@ -295,8 +299,12 @@ pub(crate) fn protected_paths(p: &Protected) -> Vec<(&'static str, PathBuf)> {
     out.push(("the taint state", state.join("taint")));
     out.push(("mcpsum's state directory", state));
     out.push((BINARY, canonical_or_lexical(&p.binary)));
-    if let Some(home) = &p.home {
-        out.push((HOME_DIRECTORY, canonical_or_lexical(home)));
+    for home in p.home.iter().chain(&p.other_homes) {
+        let home = canonical_or_lexical(home);
+        // `/` as a home (some service accounts) would make every path "inside the home".
+        if home.parent().is_some() && !out.iter().any(|(w, h)| *w == HOME_DIRECTORY && *h == home) {
+            out.push((HOME_DIRECTORY, home));
+        }
     }
     out
 }
@@ -418,6 +426,7 @@ mod tests {
             state_dir: root.join("state/mcpsum"),
             binary: root.join("bin/mcpsum"),
             home: Some(root.join("home/u")),
+            other_homes: Vec::new(),
         };
         Fx {
             _dir: dir,

@@ -1,5 +1,6 @@
 //! Parent side of a launch (design 4, steps 3-6): the private `${TMP}`, the cache directories,
-//! the bridge socketpair and the [`Command`] that re-executes this binary as the launcher.
+//! the bridge socketpair, and the [`Command`] that runs the launcher binary ([`LAUNCHER_NAME`],
+//! found beside the running binary and opened once at start).
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -12,43 +13,84 @@ use std::time::Duration;
 use crate::launcher::LauncherSpec;
 use crate::plan::{EnvValue, SandboxPlan};
 use crate::policy::{NetworkMode, PolicyPath};
-use crate::{APPARMOR_FIX, EXEC_SUBCOMMAND, SandboxError};
+use crate::{EXEC_SUBCOMMAND, LAUNCHER_NAME, SandboxError};
 
-/// The running binary, opened at start by [`open_self_exe`].
-static SELF_EXE: OnceLock<OwnedFd> = OnceLock::new();
+/// The launcher binary, opened at start by [`open_launcher`] or [`open_launcher_at`]; the
+/// error says where it was looked for.
+static LAUNCHER: OnceLock<Result<OwnedFd, String>> = OnceLock::new();
 
-/// Opens the running binary (`O_PATH`) so every later launch re-executes this very file, even if
-/// it is replaced on disk while mcpsum runs (design 4.5). Call it once, early in `main`; without
-/// it [`prepare`] re-executes `/proc/self/exe`.
-pub fn open_self_exe() -> Result<(), SandboxError> {
-    use nix::fcntl::{OFlag, open};
-    use nix::sys::stat::Mode;
-    if SELF_EXE.get().is_some() {
-        return Ok(());
+/// Opens the launcher ([`LAUNCHER_NAME`]) that sits beside the running binary (`O_PATH`), so
+/// every later launch executes this very file, even if it is replaced on disk while mcpsum runs
+/// (design 4.5). Call it once, early in `main`. A missing launcher is remembered, not returned
+/// here: commands that launch nothing still work, and each launch then refuses with an error
+/// that says where it looked.
+pub fn open_launcher() {
+    match std::fs::read_link("/proc/self/exe") {
+        Ok(exe) => open_launcher_at(&exe.with_file_name(LAUNCHER_NAME)),
+        Err(e) => {
+            let _ = LAUNCHER.set(Err(format!(
+                "cannot find the running binary to look for `{LAUNCHER_NAME}` beside it: \
+                 reading /proc/self/exe: {e}"
+            )));
+        }
     }
-    let fd = open(
-        "/proc/self/exe",
-        OFlag::O_PATH | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| SandboxError::io("opening /proc/self/exe", e.into()))?;
-    let _ = SELF_EXE.set(fd);
-    Ok(())
 }
 
-pub(crate) fn self_exe_path() -> PathBuf {
-    // The child resolves `/proc/self/fd/N` in its own (inherited) descriptor table before
-    // `execve` closes the CLOEXEC descriptor.
-    SELF_EXE.get().map_or_else(
-        || PathBuf::from("/proc/self/exe"),
-        |fd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+/// [`open_launcher`] for a launcher at `path` (the sandbox crate's test harness is its own
+/// launcher). The first call wins.
+pub fn open_launcher_at(path: &Path) {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    if LAUNCHER.get().is_some() {
+        return;
+    }
+    let opened = match open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) if is_executable_file(&fd) => Ok(fd),
+        Ok(_) => Err(missing_launcher(path, "is not an executable file")),
+        Err(nix::errno::Errno::ENOENT) => Err(missing_launcher(path, "does not exist")),
+        Err(e) => Err(missing_launcher(path, &format!("cannot be opened ({e})"))),
+    };
+    let _ = LAUNCHER.set(opened);
+}
+
+const BUG_FIX: &str = "this is a bug in mcpsum; please report it";
+
+fn missing_launcher(path: &Path, why: &str) -> String {
+    format!(
+        "`{}` {why}: mcpsum starts every server through its launcher `{LAUNCHER_NAME}`, which \
+         must sit beside the `mcpsum` binary",
+        path.display()
     )
+}
+
+/// What to do about a missing launcher.
+const MISSING_FIX: &str = "install both binaries into the same directory (`cargo install` does; \
+     from a build, copy `target/release/mcpsum-launch` next to `mcpsum`)";
+
+fn is_executable_file(fd: &OwnedFd) -> bool {
+    nix::sys::stat::fstat(fd)
+        .is_ok_and(|st| (st.st_mode & libc::S_IFMT) == libc::S_IFREG && st.st_mode & 0o111 != 0)
+}
+
+/// The path that executes the opened launcher, or why there is none.
+pub(crate) fn launcher_path() -> Result<PathBuf, SandboxError> {
+    match LAUNCHER.get() {
+        // The child resolves `/proc/self/fd/N` in its own (inherited) descriptor table before
+        // `execve` closes the CLOEXEC descriptor.
+        Some(Ok(fd)) => Ok(PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))),
+        Some(Err(cause)) => Err(SandboxError::layer("launcher", cause, MISSING_FIX)),
+        None => Err(SandboxError::layer(
+            "launcher",
+            "the launcher was never looked for (`open_launcher` not called)",
+            BUG_FIX,
+        )),
+    }
 }
 
 /// A prepared launch. Keep it alive as long as the server runs: dropping it removes `${TMP}`.
 #[derive(Debug)]
 pub struct Prepared {
-    /// `<current exe> __sandbox-exec <spec>` with the server's final environment (after
+    /// `<launcher> __sandbox-exec <spec>` with the server's final environment (after
     /// `env_clear`). Set stdin/stdout/stderr and `process_group(0)`, then spawn it (for tokio:
     /// `tokio::process::Command::from(command)`).
     pub command: Command,
@@ -144,9 +186,6 @@ impl Prepared {
 /// launcher command. See [`Prepared`].
 pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
     let egress = matches!(plan.network, NetworkMode::Egress { .. });
-    if egress {
-        check_apparmor_userns()?;
-    }
     let tmp = make_tmp()?;
     // The launcher compares each opened rule with its path: name `${TMP}` by its real path
     // (`TMPDIR` may lead through a link).
@@ -210,7 +249,7 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
         )
     })?;
 
-    let mut command = Command::new(self_exe_path());
+    let mut command = Command::new(launcher_path()?);
     command.arg(EXEC_SUBCOMMAND).arg(spec).env_clear();
     for (name, value) in &plan.env {
         let v: OsString = match value {
@@ -232,30 +271,42 @@ pub fn prepare(plan: SandboxPlan) -> Result<Prepared, SandboxError> {
 }
 
 /// Ubuntu >= 23.10: an unconfined process that creates a user namespace loses every
-/// capability in it. Detect it before spawning (design 8).
-fn check_apparmor_userns() -> Result<(), SandboxError> {
-    if apparmor_restricts_userns() {
-        return Err(SandboxError::layer(
-            "user namespace",
-            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) and mcpsum runs unconfined",
-            APPARMOR_FIX,
-        ));
-    }
-    Ok(())
-}
-
-/// Whether AppArmor takes every capability from a user namespace this process makes.
-pub(crate) fn apparmor_restricts_userns() -> bool {
+/// capability in it. The launcher checks its own label before `unshare` (design 8): the profile
+/// attaches to the launcher binary, not to mcpsum, so only the launcher can tell.
+pub(crate) fn check_apparmor_userns() -> Result<(), String> {
     let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
         .unwrap_or_default();
     let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
         .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
         .unwrap_or_default();
-    apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root())
+    if apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root()) {
+        return Err(format!(
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1) and no profile is attached to the launcher `{LAUNCHER_NAME}`"
+        ));
+    }
+    Ok(())
 }
 
-/// Design 8: the sysctl is 1 and mcpsum runs unconfined (no profile granting `userns`). Root
-/// keeps `CAP_SYS_ADMIN` and is not restricted.
+/// Whether AppArmor would take every capability from a user namespace the launcher makes: the
+/// sysctl is 1, the user is not root, and no profile for the launcher is loaded. mcpsum's own
+/// label says nothing (the profile attaches to the launcher binary only); an unreadable profile
+/// list counts as "restricted", so `network.allow: []` takes its compensation and a server with
+/// hosts fails closed in the launcher, naming the fix.
+pub(crate) fn apparmor_restricts_userns() -> bool {
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .unwrap_or_default();
+    if sysctl.trim() != "1" || nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    let profiles =
+        std::fs::read_to_string("/sys/kernel/security/apparmor/profiles").unwrap_or_default();
+    !profiles
+        .lines()
+        .any(|l| l.split(' ').next() == Some(LAUNCHER_NAME))
+}
+
+/// Design 8: the sysctl is 1 and the launcher runs unconfined (no profile granting `userns`).
+/// Root keeps `CAP_SYS_ADMIN` and is not restricted.
 fn apparmor_blocks_userns(sysctl: &str, label: &str, root: bool) -> bool {
     sysctl.trim() == "1" && !root && label.trim().trim_end_matches('\0').trim() == "unconfined"
 }
@@ -316,7 +367,7 @@ mod tests {
         assert!(!apparmor_blocks_userns("", "", false));
         assert!(!apparmor_blocks_userns(
             "1\n",
-            "mcpsum (unconfined)\n",
+            "mcpsum-launch (unconfined)\n",
             false
         ));
     }
@@ -345,6 +396,7 @@ mod env_tests {
             state_dir: state.path().into(),
         };
         let plan = crate::plan_for_kernel(&req, 7).unwrap();
+        crate::open_launcher_at(std::path::Path::new("/bin/true"));
         let prepared = crate::prepare(plan).unwrap();
         let args: Vec<String> = prepared
             .command

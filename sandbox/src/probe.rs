@@ -66,7 +66,8 @@ pub(crate) enum ProbeOp {
     Meta(MetaCall, PathBuf),
     /// Creates a file in the directory, `chmod`s it 0600 and removes it.
     ChmodNew(PathBuf),
-    /// The soft limit of `RLIMIT_NPROC` (`tasks`) or `RLIMIT_CORE` (`core`).
+    /// The soft limit of `RLIMIT_NPROC` (`tasks`) or `RLIMIT_CORE` (`core`), or the path of the
+    /// pids cgroup (`cgroup`).
     Limit(String),
 }
 
@@ -246,6 +247,25 @@ fn run(op: &ProbeOp) -> Outcome {
             let r = std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600));
             let _ = std::fs::remove_file(&f);
             res(r)
+        }
+        // The pids cgroup the probe runs in (`/proc/self/cgroup`; the cgroup files themselves
+        // are outside every rule).
+        ProbeOp::Limit(which) if which == "cgroup" => {
+            match std::fs::read_to_string("/proc/self/cgroup") {
+                Ok(text) => Outcome::Value(
+                    text.lines()
+                        .find(|l| {
+                            l.split(':')
+                                .nth(1)
+                                .is_some_and(|c| c.split(',').any(|c| c == "pids"))
+                        })
+                        .or_else(|| text.lines().find(|l| l.starts_with("0::")))
+                        .and_then(|l| l.splitn(3, ':').nth(2))
+                        .unwrap_or("none")
+                        .to_string(),
+                ),
+                Err(e) => io(&e),
+            }
         }
         ProbeOp::Limit(which) => {
             use nix::sys::resource::{Resource, getrlimit};

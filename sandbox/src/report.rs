@@ -30,6 +30,8 @@ enum Expect {
     Any(String),
     /// Any of these values passes; the text says what is expected.
     OneOf(Vec<String>, String),
+    /// A value containing this text passes; the text says what is expected.
+    Contains(&'static str, String),
 }
 
 impl Expect {
@@ -40,7 +42,7 @@ impl Expect {
             Expect::Errno(e) => format!("refused ({e})"),
             Expect::Errnos(es) => format!("refused ({})", es.join(" or ")),
             Expect::Value(v) => v.clone(),
-            Expect::Any(why) | Expect::OneOf(_, why) => why.clone(),
+            Expect::Any(why) | Expect::OneOf(_, why) | Expect::Contains(_, why) => why.clone(),
         }
     }
 
@@ -53,6 +55,7 @@ impl Expect {
             (Expect::Errnos(es), Outcome::Errno(g)) => es.contains(&g.as_str()),
             (Expect::Value(v), Outcome::Value(g)) => v == g,
             (Expect::OneOf(vs, _), Outcome::Value(g)) => vs.contains(g),
+            (Expect::Contains(part, _), Outcome::Value(g)) => g.contains(part),
             _ => false,
         }
     }
@@ -308,7 +311,8 @@ fn build_checks(
         ));
     }
     let all: Vec<FsRule> = plan.read.iter().chain(&plan.write).cloned().collect();
-    if let Some(home) = &protected.home {
+    // `$HOME` and the user's home in passwd, when they differ: both are protected alike.
+    for home in protected.home.iter().chain(&protected.other_homes) {
         let home = crate::policy::canonical_or_lexical(home);
         if !covered(&home, &all) {
             c.push((
@@ -320,7 +324,7 @@ fn build_checks(
     }
     // Credential exclusions: each listed credential path that exists stays closed, unless a
     // `filesystem.*` entry opens it on purpose (then the row is the warning).
-    if let Some(home) = &protected.home {
+    for home in protected.home.iter().chain(&protected.other_homes) {
         for cred in crate::plan::credential_paths(home) {
             if cred.symlink_metadata().is_err() {
                 continue;
@@ -570,7 +574,9 @@ fn build_checks(
         ProbeOp::Status("Seccomp".into()),
         Expect::Value("2".into()),
     ));
-    let filters = 2 + usize::from(plan.seccomp.x32_guard && cfg!(target_arch = "x86_64"));
+    let filters = 2
+        + usize::from(plan.seccomp.x32_guard && cfg!(target_arch = "x86_64"))
+        + crate::seccomp::FLOOR_FILTERS;
     c.push((
         "seccomp filters".into(),
         ProbeOp::Status("Seccomp_filters".into()),
@@ -652,13 +658,32 @@ fn limit_checks(c: &mut Vec<(String, ProbeOp, Expect)>, plan: &SandboxPlan) {
         "task limit (RLIMIT_NPROC)".into(),
         ProbeOp::Limit("tasks".into()),
         match plan.view {
-            _ if crate::plan::task_limit_exempt() => {
-                Expect::Any("not enforced: the kernel exempts uid 0 from RLIMIT_NPROC".into())
-            }
+            _ if crate::plan::task_limit_exempt() => Expect::Any(
+                "not enforced: the kernel exempts uid 0 from RLIMIT_NPROC (see the pids cgroup)"
+                    .into(),
+            ),
             ReadOnlyView::MountNamespace => Expect::Value(tasks.min(hard).to_string()),
             ReadOnlyView::Seccomp(_) => Expect::Any(format!("the user's running tasks + {tasks}")),
         },
     ));
+    if crate::plan::task_limit_exempt() {
+        c.push((
+            "task limit for root (pids cgroup)".into(),
+            ProbeOp::Limit("cgroup".into()),
+            match crate::cgroup::available() {
+                Ok(dir) => Expect::Contains(
+                    "/mcpsum-",
+                    format!(
+                        "a pids cgroup of its own below `{}`, pids.max {tasks}",
+                        dir.display()
+                    ),
+                ),
+                Err(why) => Expect::Any(format!(
+                    "missing: no pids cgroup ({why}); the limit does not bind root"
+                )),
+            },
+        ));
+    }
     c.push((
         "core dumps (RLIMIT_CORE)".into(),
         ProbeOp::Limit("core".into()),
@@ -714,10 +739,17 @@ fn layer_rows(plan: &SandboxPlan) -> Vec<LayerRow> {
     rows.push(LayerRow {
         layer: "limits".into(),
         status: match plan.view {
-            _ if crate::plan::task_limit_exempt() => format!(
-                "missing: root (uid 0) is exempt from RLIMIT_NPROC, the limit of {} tasks does not bind; core dumps off",
-                plan.limits.tasks
-            ),
+            _ if crate::plan::task_limit_exempt() => match crate::cgroup::available() {
+                Ok(dir) => format!(
+                    "at most {} tasks in the server's tree by a pids cgroup of its own below `{}` (root is exempt from RLIMIT_NPROC), core dumps off",
+                    plan.limits.tasks,
+                    dir.display()
+                ),
+                Err(why) => format!(
+                    "missing: root (uid 0) is exempt from RLIMIT_NPROC and no pids cgroup can be used ({why}), the limit of {} tasks does not bind; core dumps off",
+                    plan.limits.tasks
+                ),
+            },
             ReadOnlyView::MountNamespace => format!(
                 "at most {} tasks in the server's tree, core dumps off",
                 plan.limits.tasks

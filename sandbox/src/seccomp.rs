@@ -1,4 +1,8 @@
-//! Compiles a [`SeccompTable`] into the three stacked BPF filters of design 5 and installs them.
+//! Compiles a [`SeccompTable`] into the three stacked BPF filters of design 5 and installs them,
+//! and owns the launcher's floor: three more filters, built here from constants and stacked
+//! after the table's, that refuse every way to create or join a namespace and every mount call
+//! to whatever the launcher executes. No spec can lift them: the launcher binary carries the
+//! AppArmor `userns` grant on Ubuntu, and a server must never inherit it.
 //!
 //! seccompiler allows one match action per filter, hence separate filters for ENOSYS and EPERM;
 //! the kernel applies the most restrictive answer, so the tables never name a syscall twice.
@@ -10,15 +14,75 @@ use seccompiler::{
     SeccompRule, TargetArch, sock_filter,
 };
 
-use crate::plan::{ArgCmp, SeccompTable, SyscallRule};
+use crate::plan::{ArgCmp, CLONE_NEW_FLAGS, SeccompTable, SyscallRule};
 
 /// The compiled filters, in installation order.
 pub(crate) struct Compiled {
     pub(crate) programs: Vec<(&'static str, BpfProgram)>,
 }
 
-/// Compiles the table for the running architecture.
+/// An empty table: no filter of its own beyond an empty denylist (the floor still applies).
+impl Default for SeccompTable {
+    fn default() -> Self {
+        SeccompTable {
+            x32_guard: false,
+            enosys: Vec::new(),
+            eperm: Vec::new(),
+        }
+    }
+}
+
+/// How many filters the floor adds after a table's (x32 guard on x86_64, ENOSYS, EPERM).
+pub(crate) const FLOOR_FILTERS: usize = if cfg!(target_arch = "x86_64") { 3 } else { 2 };
+
+/// The floor as a table: [`crate::FLOOR_SYSCALLS`] refused outright, `clone` with any
+/// `CLONE_NEW*` flag refused, `clone3` (whose flags a filter cannot read) answered ENOSYS so
+/// that libc falls back to `clone`, and the x32 guard, without which an x32 call number would
+/// pass the number-keyed rules.
+pub(crate) fn floor_table() -> SeccompTable {
+    let mut eperm: Vec<SyscallRule> = crate::FLOOR_SYSCALLS
+        .iter()
+        .map(|name| SyscallRule {
+            syscall: (*name).into(),
+            any_of: vec![],
+        })
+        .collect();
+    eperm.push(SyscallRule {
+        syscall: "clone".into(),
+        any_of: CLONE_NEW_FLAGS
+            .iter()
+            .map(|f| vec![ArgCmp::HasBits(0, *f)])
+            .collect(),
+    });
+    SeccompTable {
+        x32_guard: cfg!(target_arch = "x86_64"),
+        enosys: vec![SyscallRule {
+            syscall: "clone3".into(),
+            any_of: vec![],
+        }],
+        eperm,
+    }
+}
+
+/// Compiles the table for the running architecture, with the floor's filters after it.
 pub(crate) fn compile(table: &SeccompTable) -> Result<Compiled, String> {
+    let mut compiled = compile_table(table)?;
+    let floor = compile_table(&floor_table())?;
+    for (name, prog) in floor.programs {
+        compiled.programs.push((floor_name(name), prog));
+    }
+    Ok(compiled)
+}
+
+fn floor_name(name: &'static str) -> &'static str {
+    match name {
+        "x32 guard" => "floor x32 guard",
+        "enosys" => "floor enosys",
+        _ => "floor denylist",
+    }
+}
+
+fn compile_table(table: &SeccompTable) -> Result<Compiled, String> {
     let arch = target_arch()?;
     let mut programs = Vec::new();
     if table.x32_guard && cfg!(target_arch = "x86_64") {
@@ -202,6 +266,29 @@ mod tests {
     use crate::plan::ReadOnlyView;
     use crate::policy::NetworkMode;
 
+    /// The floor is there whatever the table: an empty one compiles to an empty denylist and
+    /// the whole floor, and every floor name has a number here.
+    #[test]
+    fn the_floor_follows_every_table_even_an_empty_one() {
+        let c = compile(&SeccompTable::default()).unwrap();
+        let names: Vec<&str> = c.programs.iter().map(|(n, _)| *n).collect();
+        let mut want = vec!["denylist"];
+        if cfg!(target_arch = "x86_64") {
+            want.push("floor x32 guard");
+        }
+        want.extend(["floor enosys", "floor denylist"]);
+        assert_eq!(names, want);
+        for r in floor_table().eperm.iter().chain(&floor_table().enosys) {
+            assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
+        }
+        for name in ["unshare", "setns", "mount", "clone"] {
+            assert!(
+                floor_table().eperm.iter().any(|r| r.syscall == name),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn every_table_name_has_a_number_here() {
         for abi in [1, 7] {
@@ -215,7 +302,7 @@ mod tests {
                         assert!(syscall_number(&r.syscall).is_some(), "{}", r.syscall);
                     }
                     let c = compile(&t).unwrap();
-                    assert_eq!(c.programs.len(), 3);
+                    assert_eq!(c.programs.len(), 3 + FLOOR_FILTERS);
                 }
             }
         }

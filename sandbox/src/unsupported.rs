@@ -28,9 +28,10 @@ impl Prepared {
 }
 
 /// Does nothing here.
-pub fn open_self_exe() -> Result<(), SandboxError> {
-    Ok(())
-}
+pub fn open_launcher() {}
+
+/// Does nothing here.
+pub fn open_launcher_at(_path: &std::path::Path) {}
 
 /// Always [`SandboxError::Unsupported`].
 pub fn prepare(_plan: SandboxPlan) -> Result<Prepared, SandboxError> {

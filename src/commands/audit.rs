@@ -92,7 +92,7 @@ impl Filter {
             Some(text) => {
                 let d = parse_duration(text).ok_or_else(|| {
                     Error::new(format!("`--since {text}` is not a duration"))
-                        .hint("use a number and a unit: `90s`, `10m`, `2h`, `3d` or `1w`")
+                        .hint("use a number and a unit: `90s`, `10m`, `2h`, `3d` or `1w` (or a sum: `1h30m`)")
                 })?;
                 // A cut-off before the earliest representable time keeps everything.
                 time::Duration::try_from(d)
@@ -159,21 +159,10 @@ fn needles(values: &[String]) -> Vec<memchr::memmem::Finder<'static>> {
         .collect()
 }
 
-/// `90s`, `10m`, `2h`, `3d`, `1w`.
+/// `90s`, `10m`, `2h`, `3d`, `1w`, a sum such as `1h30m` or a fraction such as `1.5h`
+/// (`humantime`'s grammar: every number has a unit, no sign).
 fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return None,
-    };
-    Some(Duration::from_secs(n.checked_mul(secs)?))
+    humantime::parse_duration(text.trim()).ok()
 }
 
 // ----- reading -----
@@ -221,8 +210,8 @@ enum Next {
 }
 
 fn open(path: &Path) -> Result<Option<File>> {
-    match File::open(path) {
-        Ok(f) => Ok(Some(f)),
+    match fs_err::File::open(path) {
+        Ok(f) => Ok(Some(f.into_parts().0)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_error(path, e)),
     }
@@ -349,7 +338,7 @@ impl Log {
 
     /// What became of the file at `path` since it was opened.
     fn check(&self, path: &Path) -> FileState {
-        match std::fs::metadata(path) {
+        match fs_err::metadata(path) {
             Err(_) => FileState::Gone,
             Ok(m) if (m.dev(), m.ino()) != self.id => FileState::Replaced,
             Ok(m) if m.len() < self.offset => FileState::Truncated,
@@ -811,14 +800,9 @@ fn millis(ms: u64) -> String {
     }
 }
 
+/// A byte count in SI units with one decimal (`517 B`, `4.1 kB`, `2.0 MB`).
 fn bytes(n: u64) -> String {
-    if n < 1_000 {
-        format!("{n} B")
-    } else if n < 1_000_000 {
-        format!("{:.1} kB", n as f64 / 1_000.0)
-    } else {
-        format!("{:.1} MB", n as f64 / 1_000_000.0)
-    }
+    bytesize::ByteSize::b(n).display().si().to_string()
 }
 
 #[cfg(test)]
@@ -827,22 +811,24 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
+    fn byte_counts() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(517), "517 B");
+        assert_eq!(bytes(4_100), "4.1 kB");
+        assert_eq!(bytes(2_000_000), "2.0 MB");
+        assert_eq!(bytes(3_500_000_000), "3.5 GB");
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
         assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7_200)));
         assert_eq!(parse_duration("3d"), Some(Duration::from_secs(259_200)));
         assert_eq!(parse_duration("1w"), Some(Duration::from_secs(604_800)));
-        for bad in [
-            "",
-            "m",
-            "10",
-            "10x",
-            "-1h",
-            "1.5h",
-            "1h30m",
-            "99999999999999999999d",
-        ] {
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5_400)));
+        for bad in ["", "m", "10", "10x", "-1h", "99999999999999999999d"] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
     }

@@ -11,11 +11,18 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::verify::Outcome;
 use crate::drift::{self, Class, Drift, FieldChange, ItemChange};
-use crate::error::Exit;
+use crate::error::{Error, Exit};
 use crate::lockfile::{Kind, Locator, Position, Sha256Digest, Span};
 use crate::output::{sanitize, sanitize_line};
+
+/// What verifying one server came to (the reports here are made of these).
+pub enum Outcome {
+    /// The server answered; its drift (possibly none).
+    Checked(Drift),
+    /// It could not be verified.
+    Failed(Error),
+}
 
 /// The schema a SARIF log names: the OASIS 2.1.0 schema with errata 01.
 pub const SARIF_SCHEMA: &str =

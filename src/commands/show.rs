@@ -210,21 +210,32 @@ fn or_none(v: &[String]) -> String {
     }
 }
 
-/// Quotes argv for display.
+/// Quotes argv for display, as a POSIX shell would read it back (`shlex`). A NUL byte, which no
+/// real argv holds but a lockfile string can, is kept: callers sanitize the line for the
+/// terminal anyway.
 pub fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_=.,/:@+%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .join(argv.iter().map(String::as_str))
+        // Only a NUL is refused, and it is allowed above.
+        .unwrap_or_else(|_| argv.join(" "))
+}
+
+#[cfg(test)]
+mod shell_words_tests {
+    use super::shell_words;
+
+    #[test]
+    fn quotes_what_a_shell_would_split_or_expand() {
+        let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_words(&argv(&["npx", "-y", "@scope/pkg@1.2"])),
+            "npx -y @scope/pkg@1.2"
+        );
+        assert_eq!(shell_words(&argv(&["a b", ""])), "'a b' ''");
+        let round = argv(&["it's", "$HOME", "`x`", "a\\b", "{x}"]);
+        assert_eq!(shlex::split(&shell_words(&round)), Some(round));
+    }
 }
 
 /// The `--json` document, serialized straight from the entries (no intermediate `Value`).

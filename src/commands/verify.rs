@@ -11,13 +11,7 @@ use crate::mcp::client;
 use crate::output::{self, paint, style};
 use crate::paths;
 
-/// What verifying one server came to.
-pub enum Outcome {
-    /// The server answered; its drift (possibly none).
-    Checked(Drift),
-    /// It could not be verified.
-    Failed(Error),
-}
+pub use super::ci::Outcome;
 
 /// A report of a run that verified nothing, printed before the error goes to stderr as usual:
 /// the CI formats' consumers expect a document and a result to show, and `--json` promises one

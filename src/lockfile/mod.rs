@@ -254,6 +254,70 @@ pub struct LimitsPolicy {
     pub tasks: Option<u64>,
 }
 
+impl SandboxPolicy {
+    /// The policy's strings as the sandbox crate takes them.
+    pub fn raw(&self) -> mcpsum_sandbox::SandboxPolicy {
+        mcpsum_sandbox::SandboxPolicy {
+            read: self.filesystem.read.clone(),
+            write: self.filesystem.write.clone(),
+            allow: self.network.allow.clone(),
+            tasks: self.limits.as_ref().and_then(|l| l.tasks),
+        }
+    }
+
+    /// The problems of this policy that hold wherever the lockfile is read: the sandbox crate's
+    /// path rules (absolute, `~/...` or `${TMP}/...`, no `..`; `mcpsum_sandbox::validate`), a
+    /// path that is the whole filesystem, and the `network.allow` grammar. Whether a path exists
+    /// and what it covers depend on the machine that runs the server, so they are left to the
+    /// launch.
+    pub fn syntax_problems(&self) -> Vec<String> {
+        use mcpsum_sandbox::PolicyError;
+        // No protected paths and a stand-in home: only the rules on the strings themselves can
+        // fail the way they would on any machine, and only those are kept.
+        let protected = mcpsum_sandbox::Protected {
+            lockfile: std::path::PathBuf::new(),
+            state_dir: std::path::PathBuf::new(),
+            binary: std::path::PathBuf::new(),
+            home: Some(std::path::PathBuf::from("/")),
+            other_homes: Vec::new(),
+        };
+        let mut problems = Vec::new();
+        if let Err(errors) = mcpsum_sandbox::validate(&self.raw(), &protected) {
+            problems.extend(
+                errors
+                    .iter()
+                    .filter(|e| {
+                        matches!(
+                            e,
+                            PolicyError::NotAbsolute { .. }
+                                | PolicyError::DotDot { .. }
+                                | PolicyError::Home { .. }
+                        )
+                    })
+                    .map(ToString::to_string),
+            );
+        }
+        // The sandbox refuses a read rule that is `/` when it plans (`check_read_set`); said
+        // here too, so a lockfile with it is refused wherever it is read.
+        for (field, paths) in [
+            ("filesystem.read", &self.filesystem.read),
+            ("filesystem.write", &self.filesystem.write),
+        ] {
+            for (i, p) in paths.iter().enumerate() {
+                if !p.is_empty() && p.chars().all(|c| c == '/') {
+                    problems.push(format!(
+                        "`{field}[{i}]`: `{p}` opens the whole filesystem; list narrower directories"
+                    ));
+                }
+            }
+        }
+        if let Err(errors) = mcpsum_egress::Allowlist::parse(&self.network.allow) {
+            problems.extend(errors.iter().map(|e| format!("network.allow: {e}")));
+        }
+        problems
+    }
+}
+
 /// `policy.sandbox.filesystem`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

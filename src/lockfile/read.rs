@@ -64,7 +64,7 @@ pub fn read_bytes(path: &Path) -> Result<FileBytes> {
     FileBytes::read(path).map_err(|e| {
         // A dangling link or a loop: "no such file" alone would send the reader looking for
         // the link, and `lock` refuses to write through it, so creating it is not the next step.
-        if let Ok(target) = std::fs::read_link(path) {
+        if let Ok(target) = fs_err::read_link(path) {
             let err = Error::new(format!(
                 "cannot read `{}`: it is a symbolic link to `{}`, which {}",
                 path.display(),
@@ -421,18 +421,18 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
             "{}: `{v}` is not among `supportedVersions`",
             at("protocolVersion")
         )),
-        (None, crate::mcp::MODERN_VERSION) => problems.push(format!(
+        (None, crate::protocol::MODERN_VERSION) => problems.push(format!(
             "{}: a 2026-07-28 entry must record `supportedVersions`",
             at("protocolVersion")
         )),
         (_, "") => problems.push(format!("{}: must not be empty", at("protocolVersion"))),
         _ => {}
     }
-    if entry.era() == Era::Modern && entry.protocol_version != crate::mcp::MODERN_VERSION {
+    if entry.era() == Era::Modern && entry.protocol_version != crate::protocol::MODERN_VERSION {
         problems.push(format!(
             "{}: a `server/discover` entry must speak {}",
             at("protocolVersion"),
-            crate::mcp::MODERN_VERSION
+            crate::protocol::MODERN_VERSION
         ));
     }
     if !entry.server_info.is_object() {
@@ -518,7 +518,7 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
         }
     }
     if let Some(sandbox) = entry.sandbox() {
-        for problem in crate::sandboxing::check_policy_syntax(sandbox) {
+        for problem in sandbox.syntax_problems() {
             problems.push(format!("{}: {problem}", at("policy.sandbox")));
         }
         if let Some(reason) = sandbox
@@ -777,7 +777,7 @@ mod tests {
         for size in sizes {
             let path = dir.path().join(format!("f{size}"));
             let want: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-            std::fs::write(&path, &want).unwrap();
+            fs_err::write(&path, &want).unwrap();
             let got = read_bytes(&path).unwrap();
             assert_eq!(&*got, &want[..], "{size} bytes");
             let mapped = matches!(got, FileBytes::Mapped { .. });
@@ -788,7 +788,7 @@ mod tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let writer = {
             let fifo = fifo.clone();
-            std::thread::spawn(move || std::fs::write(fifo, vec![7u8; 200_000]).unwrap())
+            std::thread::spawn(move || fs_err::write(fifo, vec![7u8; 200_000]).unwrap())
         };
         assert_eq!(&*read_bytes(&fifo).unwrap(), &vec![7u8; 200_000][..]);
         writer.join().unwrap();

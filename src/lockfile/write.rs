@@ -5,8 +5,7 @@
 //! separate thing (RFC 8785 per item); pretty text is never hashed.
 
 use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::collections::BTreeMap;
 
@@ -14,6 +13,7 @@ use serde::Serialize;
 
 use super::{Lockfile, ServerEntry};
 use crate::error::{Error, Result};
+use crate::fsutil::{self, parent_dir};
 
 /// The file's bytes. The version is the one the content requires.
 pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
@@ -36,9 +36,8 @@ pub fn to_bytes(lock: &Lockfile) -> Vec<u8> {
     out
 }
 
-/// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]): a temporary file in the
-/// same directory, fsync, rename over, fsync the directory. An interrupted write leaves the old
-/// file whole. A `path` that is a symbolic link is refused ([`refuse_symlink`]).
+/// Replaces `path` with `bytes` atomically (call it under [`LockGuard`]) with
+/// [`fsutil::replace`]. An interrupted write leaves the old file whole. A `path` that is a symbolic link is refused ([`refuse_symlink`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     // Checked again here, under the lock, as the last step before the rename: this is the one
     // function that writes `mcp.lock`, so no caller can forget it.
@@ -50,23 +49,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .hint("check that the directory exists and is writable; the old file is unchanged")
     };
     remove_stale_temporaries(&dir);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".mcp.lock.")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(fail)?;
-    // Keep the mode of the file being replaced (a lockfile is committed, usually 0644).
-    let mode = std::fs::metadata(path)
-        .map(|m| m.permissions())
-        .unwrap_or_else(|_| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::Permissions::from_mode(0o644)
-        });
-    tmp.as_file().set_permissions(mode).map_err(fail)?;
-    tmp.write_all(bytes).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    File::open(&dir).and_then(|d| d.sync_all()).map_err(fail)?;
+    // A new lockfile is committed, so readable by all (0644); an existing one keeps its mode.
+    let opts = fsutil::Replace {
+        new_mode: 0o644,
+        ..fsutil::Replace::default()
+    };
+    fsutil::replace(path, bytes, opts).map_err(fail)?;
     Ok(())
 }
 
@@ -79,14 +67,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// path to pass to update the target deliberately. Reading through a link is left alone: it
 /// changes nothing.
 pub fn refuse_symlink(path: &Path) -> Result<()> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    let Ok(meta) = fs_err::symlink_metadata(path) else {
         // Missing (a new lockfile) or unreadable: the write itself reports that.
         return Ok(());
     };
     if !meta.file_type().is_symlink() {
         return Ok(());
     }
-    let target = std::fs::read_link(path).ok();
+    let target = fs_err::read_link(path).ok();
     let named = target.as_ref().map_or_else(
         || "a target mcpsum cannot read".to_owned(),
         |t| format!("`{}`", t.display()),
@@ -99,7 +87,7 @@ pub fn refuse_symlink(path: &Path) -> Result<()> {
         ))
     };
     let remove = "remove the link, or pass `--lockfile PATH` naming a regular file";
-    match std::fs::canonicalize(path) {
+    match fs_err::canonicalize(path) {
         Ok(real) => Err(refused("").cause(refusal).hint(format!(
             "to update the file it points to, pass `--lockfile {}`; to keep a lockfile here, replace the link with a regular file",
             real.display()
@@ -125,22 +113,15 @@ pub fn refuse_symlink(path: &Path) -> Result<()> {
 /// Removes `.mcp.lock.*.tmp` files left by a writer that was killed mid-write. Writers hold the
 /// directory lock ([`LockGuard`]) while writing, so under the lock any such file is stale.
 fn remove_stale_temporaries(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = fs_err::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with(".mcp.lock.") && name.ends_with(".tmp") {
-            let _ = std::fs::remove_file(entry.path());
+            let _ = fs_err::remove_file(entry.path());
         }
-    }
-}
-
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
     }
 }
 
@@ -157,9 +138,12 @@ impl LockGuard {
     /// Blocks until the lock is held.
     pub fn acquire(lockfile: &Path) -> Result<Self> {
         let dir_path = parent_dir(lockfile);
-        let dir = File::open(&dir_path).map_err(|e| {
-            Error::new(format!("cannot open `{}` to lock it", dir_path.display())).cause(e)
-        })?;
+        let dir = fs_err::File::open(&dir_path)
+            .map_err(|e| {
+                Error::new(format!("cannot open `{}` to lock it", dir_path.display())).cause(e)
+            })?
+            .into_parts()
+            .0;
         dir.lock()
             .map_err(|e| Error::new(format!("cannot lock `{}`", dir_path.display())).cause(e))?;
         Ok(Self { dir })
@@ -182,12 +166,12 @@ mod tests {
     fn write_atomic_refuses_a_symlink() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("bashrc");
-        std::fs::write(&target, "keep me\n").unwrap();
+        fs_err::write(&target, "keep me\n").unwrap();
         let link = dir.path().join("mcp.lock");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = write_atomic(&link, b"{}\n").expect_err("a link is refused");
         assert!(err.to_string().contains("is a symbolic link to"), "{err}");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        assert_eq!(fs_err::read_to_string(&target).unwrap(), "keep me\n");
         assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     }
 }

@@ -420,7 +420,7 @@ impl Parser<'_> {
         self.i += 1;
         let mut escaped = false;
         loop {
-            self.i += plain_run(&self.b[self.i..]);
+            self.i += crate::canonical::plain_run(&self.b[self.i..]);
             match self.peek() {
                 Some(b'"') => {
                     self.i += 1;
@@ -540,31 +540,6 @@ impl Parser<'_> {
             self.i += 1;
         }
     }
-}
-
-/// Length of the run of string bytes that need no attention: up to the first `"`, `\` or
-/// control character (or the end).
-pub(crate) fn plain_run(s: &[u8]) -> usize {
-    const SHORT: usize = 16;
-    let special = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
-    // Keys and small values end within a few bytes: a plain loop beats the set-up of memchr.
-    let head = s.len().min(SHORT);
-    if let Some(k) = s[..head].iter().position(|&c| special(c)) {
-        return k;
-    }
-    let rest = &s[head..];
-    let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-    // Control characters before the stop: checked in blocks without early exit, which the
-    // compiler vectorizes; the exact place is looked for only in a block that has one.
-    let mut at = 0;
-    for block in rest[..stop].chunks(64) {
-        if block.iter().fold(false, |any, &c| any | (c < 0x20)) {
-            let k = block.iter().position(|&c| c < 0x20).unwrap_or(0);
-            return head + at + k;
-        }
-        at += block.len();
-    }
-    head + stop
 }
 
 #[cfg(test)]

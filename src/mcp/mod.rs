@@ -17,25 +17,12 @@ pub mod process;
 
 use serde_json::{Value, json};
 
-/// The stateless protocol revision.
-pub const MODERN_VERSION: &str = "2026-07-28";
-
-/// Legacy revisions mcpsum speaks, oldest first.
-pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// The legacy revision mcpsum asks for in `initialize`.
-pub const LATEST_LEGACY: &str = "2025-11-25";
-
-/// `_meta` key: protocol version of a 2026-07-28 request.
-pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `_meta` key: client capabilities of a 2026-07-28 request.
-pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `_meta` key: client identity of a 2026-07-28 request.
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// `_meta` key: the log level a 2026-07-28 request asks for (`notifications/message` while it runs).
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-/// `_meta` key: server identity in a 2026-07-28 result.
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+// The protocol's constants live below the lockfile and the wire layer, which both need them;
+// re-exported here so `mcp::MODERN_VERSION` and friends keep working.
+pub use crate::protocol::{
+    LATEST_LEGACY, LEGACY_VERSIONS, META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL,
+    META_SERVER_INFO, META_VERSION, MODERN_VERSION,
+};
 
 /// The identity mcpsum presents to every server.
 pub fn client_info() -> Value {

@@ -58,7 +58,7 @@ pub fn resolve_program(program: &str) -> Option<PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs_err::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Bytes read from a server's stderr at a time.
@@ -210,12 +210,15 @@ impl ServerProcess {
         let env = server_env(&launch.env_passthrough);
         let (mut cmd, sandbox) = match &launch.sandbox {
             Some(spec) => {
-                let prepared = crate::sandboxing::prepare(launch, spec, &resolved, env)
+                let prepared = crate::sandboxing::prepare(&launch.server, &launch.argv, spec, env)
                     .map_err(SpawnError::Sandbox)?;
                 (prepared.command, Some(prepared.running))
             }
             None => {
-                let mut cmd = mcpsum_sandbox::guarded_command(&resolved, &launch.argv);
+                let mut cmd =
+                    mcpsum_sandbox::guarded_command(&resolved, &launch.argv).map_err(|e| {
+                        SpawnError::Sandbox(format!("server `{}` not started: {e}", launch.server))
+                    })?;
                 cmd.env_clear();
                 cmd.envs(env);
                 (cmd, None)

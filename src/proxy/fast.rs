@@ -14,11 +14,11 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
+use super::admission::{Admission, Call, Params, Request};
 use super::outbox::Splice;
 use super::{MAX_IN_FLIGHT, META_SUBSCRIPTION, Pending, Proxy, Retry};
-use crate::lockfile::{Era, Kind};
+use crate::lockfile::Era;
 use crate::mcp::META_SERVER_INFO;
-use crate::mcp::META_VERSION;
 use crate::mcp::codes;
 use crate::mcp::envelope::{Message, Raw};
 
@@ -68,36 +68,40 @@ impl Proxy {
         if &*m.get("jsonrpc")?.as_str()? != "2.0" || !super::valid_id(&id.to_value()?) {
             return None;
         }
-        if self.quarantine.is_some()
-            || !self.taint.client_known()
+        // Not admission's business: the general path records the client's name first, and
+        // answers a call beyond the bound on calls in flight.
+        if !self.taint.client_known()
             || self.pending.len() >= MAX_IN_FLIGHT
             || !m.get("params")?.is_object()
         {
             return None;
         }
+        // A member that is missing or not a string is answered on the general path.
         let item = match method {
             "resources/read" => m.get_in("params", "uri")?.as_str()?,
             _ => m.get_in("params", "name")?.as_str()?,
         };
-        let locked = match method {
-            "tools/call" => self
-                .entry
-                .item(Kind::Tool, &item)
-                .is_some_and(|t| !super::task_only(t)),
-            "prompts/get" => self.entry.item(Kind::Prompt, &item).is_some(),
-            _ => self.uri_locked(&item),
+        let request = match method {
+            "tools/call" => Request::ToolsCall { name: &item },
+            "prompts/get" => Request::PromptsGet { name: &item },
+            _ => Request::ResourcesRead { uri: &item },
         };
         let meta = match m.get_in("params", "_meta") {
             Some(raw) => Some(raw.to_value()?),
             None => None,
         };
-        let modern = meta.as_ref().is_some_and(|v| v.get(META_VERSION).is_some());
-        if modern && super::modern_meta_problem(method, meta.as_ref()).is_some() {
+        let call = Call {
+            method,
+            request: Ok(request),
+            meta: meta.as_ref(),
+            params: Params::Scanned(*m),
+        };
+        let modern = call.modern();
+        // Only a call admitted as it is goes on here: every other answer (a refusal, an
+        // approval prompt) is carried out on the general path.
+        let Admission::Forward { taint_after } = self.admit(&call) else {
             return None;
-        }
-        if !locked || !self.gate_clear(method, &item) {
-            return None;
-        }
+        };
         let client_id = id.to_value()?;
         // A legacy client's call to a 2026-07-28 server may come back as an input round, which
         // retries it with the params as the client sent them (arguments are small; results,
@@ -132,6 +136,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved: None,
+                taints: taint_after,
             },
         );
         let line = m.text().as_bytes();
@@ -242,6 +247,7 @@ impl Proxy {
             method,
             item,
             started,
+            taints,
             ..
         }) = self.pending.remove(&sid)
         else {
@@ -301,7 +307,7 @@ impl Proxy {
         };
         // A source's answer reaches the client, result or error (clients show an error's text
         // to the model as the tool's output): the session is tainted first.
-        if let Err(why) = self.after_result(&method, &item) {
+        if let Err(why) = self.after_result(&method, &item, taints) {
             let mut e = Splice::with_capacity(why.len() + 96);
             e.with(|b| {
                 let answer = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": codes::INTERNAL, "message": why}});

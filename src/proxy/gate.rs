@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::Proxy;
+use super::admission::{Ask, Gated, INPUT_KEY, TaintState};
 use crate::error::{Error, Result};
 use crate::lockfile::ServerEntry;
-use crate::mcp::{META_CAPABILITIES, META_CLIENT_INFO, codes};
+use crate::mcp::{META_CLIENT_INFO, codes};
 use crate::session::Session;
 use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark};
 
-/// The key of mcpsum's question in a 2026-07-28 `inputRequests` map.
-const INPUT_KEY: &str = "io.mcpsum/approval";
 /// How long a legacy client's person has to answer the prompt.
 const LEGACY_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Our ids for approval prompts on the client link start with this.
@@ -47,6 +46,8 @@ struct Held {
     method: String,
     params: Option<Value>,
     item: String,
+    /// As [`super::Pending::Client`]'s `taints`.
+    taints: bool,
     deadline: Instant,
 }
 
@@ -66,6 +67,11 @@ impl TaintGate {
     ) -> String {
         self.approver
             .mint_continuation(server, item, args, server_state)
+    }
+
+    /// The labels, and the session's state that [`super::admission::admit`] reads.
+    pub(super) fn parts(&mut self) -> (&Labels, &mut Option<SessionStore>) {
+        (&self.labels, &mut self.store)
     }
 
     /// Whether the client's name is known (and recorded in the session).
@@ -126,6 +132,16 @@ impl TaintGate {
     }
 }
 
+impl TaintState for Option<SessionStore> {
+    fn tainted(&mut self) -> Result<Option<TaintMark>, String> {
+        match self.as_mut().map(SessionStore::tainted) {
+            None => Ok(None),
+            Some(r) => r.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// What the labels call `method` on `item`, for the requests that carry content.
 fn call_of<'a>(method: &str, item: &'a str) -> Option<Call<'a>> {
     match method {
         "tools/call" => Some(Call::Tool(item)),
@@ -168,84 +184,90 @@ impl Proxy {
         }
     }
 
-    /// Whether a call passes the gate as it is: not a sink, or a sink on a clean session. When
-    /// not, [`Proxy::gate`] decides (prompt, refusal).
-    pub(super) fn gate_clear(&mut self, method: &str, item: &str) -> bool {
-        let Some(call) = call_of(method, item) else {
-            return true;
-        };
-        if !self.taint.labels.is_sink(call) {
-            return true;
-        }
-        matches!(
-            self.taint.store.as_mut().map(SessionStore::tainted),
-            None | Some(Ok(None))
-        )
-    }
-
-    /// Checks a request before it is forwarded.
-    pub(super) async fn gate(
+    /// Carries out a refusal of the taint gate ([`super::admission::admit`]).
+    pub(super) async fn refuse_gated(
         &mut self,
         id: &Value,
         method: &str,
-        params: Option<Value>,
-        modern: bool,
         item: &str,
-    ) -> Gate {
-        let Some(call) = call_of(method, item) else {
-            return Gate::Forward(params);
-        };
-        if !self.taint.labels.is_sink(call) {
-            return Gate::Forward(params);
-        }
-        let mark = match self.taint.store.as_mut().map(SessionStore::tainted) {
-            Some(Ok(m)) => m,
-            None => None,
-            Some(Err(e)) => {
-                // Fail closed: an unreadable state could hide a taint.
-                self.refuse_sink(id, method, item, &format!("mcpsum cannot read this session's taint state ({e}), so it refuses calls that need approval"), modern).await;
-                return Gate::Handled;
-            }
-        };
-        let Some(mark) = mark else {
-            return Gate::Forward(params);
-        };
-        let message = match taint::prompt_text(
-            &self.name,
-            item,
-            params.as_ref().and_then(|p| p.get("arguments")),
-            &mark,
-        ) {
-            Ok(m) => m,
-            Err(why) => {
-                // A prompt that showed part of the arguments could hide what the call does.
+        refusal: Gated,
+        modern: bool,
+    ) {
+        match refusal {
+            Gated::Unshowable { mark, why } => {
                 self.count(|a| a.refused += 1);
                 self.audit_approval(method, item, "refused", &why, &mark);
                 let msg = unshowable_text(&self.name, item, &why);
                 self.refuse_sink(id, method, item, &msg, modern).await;
+            }
+            Gated::NoPrompt { mark } if modern => {
+                let why = self.no_prompt(method, item, &mark);
+                self.reply_error(
+                    id,
+                    codes::MISSING_CAPABILITY,
+                    &why,
+                    Some(json!({"requiredCapabilities": {"elicitation": {"form": {}}}})),
+                )
+                .await;
+            }
+            Gated::NoPrompt { mark } => {
+                let why = self.no_prompt(method, item, &mark);
+                self.refuse_sink(id, method, item, &why, false).await;
+            }
+            Gated::TaintUnreadable(why) => {
+                self.refuse_sink(id, method, item, &why, modern).await;
+            }
+        }
+    }
+
+    /// Asks the person to approve a sink call on a tainted session, as admission decided.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; the pieces are all different"
+    )]
+    pub(super) async fn ask(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        (item, taints): (&str, bool),
+        mark: &TaintMark,
+        message: &str,
+        by: Ask,
+    ) -> Gate {
+        let args = taint::arguments_digest(params.as_ref().and_then(|p| p.get("arguments")));
+        match by {
+            Ask::Retry => {
+                return self
+                    .approval_retry(id, method, params, item, mark, &args)
+                    .await;
+            }
+            Ask::InputRequired => {
+                let token = self.taint.approver.mint(&self.name, item, &args);
+                self.count(|a| a.asked += 1);
+                self.audit_approval(
+                    method,
+                    item,
+                    "asked",
+                    "input_required sent to the client",
+                    mark,
+                );
+                self.reply(
+                    id,
+                    json!({
+                        "resultType": "input_required",
+                        "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
+                            "mode": "form",
+                            "message": message,
+                            "requestedSchema": taint::prompt_schema(),
+                        }}},
+                        "requestState": token,
+                    }),
+                )
+                .await;
                 return Gate::Handled;
             }
-        };
-        let args = taint::arguments_digest(params.as_ref().and_then(|p| p.get("arguments")));
-        if modern {
-            return self
-                .gate_modern(id, method, params, item, &mark, &message, &args)
-                .await;
-        }
-        // Elicitation came with 2025-06-18: a session of an earlier version has none, whatever
-        // its capabilities say.
-        let can_ask = !matches!(
-            self.client_version.as_deref(),
-            Some("2024-11-05" | "2025-03-26")
-        ) && self
-            .client_legacy_caps
-            .as_ref()
-            .and_then(|c| c.get("elicitation"))
-            .is_some_and(form_elicitation);
-        if !can_ask {
-            let why = self.no_prompt(method, item, &mark);
-            self.refuse_sink(id, method, item, &why, false).await;
-            return Gate::Handled;
+            Ask::Elicitation => {}
         }
         if self.taint.held.len() >= MAX_HELD {
             self.refuse_sink(
@@ -267,6 +289,7 @@ impl Proxy {
                 method: method.to_owned(),
                 params,
                 item: item.to_owned(),
+                taints,
                 deadline: Instant::now() + LEGACY_APPROVAL_TIMEOUT,
             },
         );
@@ -276,7 +299,7 @@ impl Proxy {
             item,
             "asked",
             "elicitation/create sent to the client",
-            &mark,
+            mark,
         );
         self.send_client(
             json!({"jsonrpc": "2.0", "id": ours, "method": "elicitation/create", "params": {
@@ -288,116 +311,75 @@ impl Proxy {
         Gate::Handled
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one call site; the pieces are all different"
-    )]
-    async fn gate_modern(
+    /// A 2026-07-28 client's retry that carries mcpsum's approval: the state must be ours,
+    /// unaltered, unused and for exactly this call.
+    async fn approval_retry(
         &mut self,
         id: &Value,
         method: &str,
         params: Option<Value>,
         item: &str,
         mark: &TaintMark,
-        message: &str,
         args: &crate::lockfile::Sha256Digest,
     ) -> Gate {
-        let mut p = params.clone().unwrap_or_else(|| json!({}));
+        let mut p = params.unwrap_or_else(|| json!({}));
         let state = p.get("requestState").and_then(Value::as_str);
         let answer = p.get("inputResponses").and_then(|r| r.get(INPUT_KEY));
-        if let Some(state) = state
-            && (answer.is_some() || taint::Approver::is_token(state))
-        {
-            // A retry: the state must be ours, unaltered, unused and for exactly this call.
-            let carried = match self.taint.approver.check(state, &self.name, item, args) {
-                Ok(carried) => carried,
-                Err(e) => {
-                    self.count(|a| a.refused += 1);
-                    self.audit_approval(method, item, "refused", &e.to_string(), mark);
-                    self.reply_error(
-                        id,
-                        codes::INVALID_PARAMS,
-                        &format!("mcpsum refused the approval: {e}; the call was not made"),
-                        None,
-                    )
-                    .await;
-                    return Gate::Handled;
-                }
-            };
-            if let Some(server_state) = carried {
-                // The approved call again, with answers to the server's own questions: it goes
-                // on under the approval given, with the server's state put back.
-                self.audit_approval(
-                    method,
-                    item,
-                    "continue",
-                    "the approved call answers the server's own questions",
-                    mark,
-                );
-                if let Some(obj) = p.as_object_mut() {
-                    match server_state {
-                        Some(s) => obj.insert("requestState".into(), Value::String(s)),
-                        None => obj.remove("requestState"),
-                    };
-                }
-                self.taint.approved_call = Some(*args);
-                return Gate::Forward(Some(p));
-            }
-            let Some(answer) = answer else {
+        let Some(state) = state else {
+            // Admission saw a retry: a request without state is none (fail closed).
+            self.reply_error(id, codes::INVALID_PARAMS, "mcpsum refused the approval: the retry carries no `requestState`; the call was not made", None).await;
+            return Gate::Handled;
+        };
+        let carried = match self.taint.approver.check(state, &self.name, item, args) {
+            Ok(carried) => carried,
+            Err(e) => {
                 self.count(|a| a.refused += 1);
-                self.reply_error(id, codes::INVALID_PARAMS, &format!("mcpsum refused the approval: the retry carries no answer to mcpsum's question (`{INPUT_KEY}` in `inputResponses`); the call was not made, so call it again to be asked"), None).await;
+                self.audit_approval(method, item, "refused", &e.to_string(), mark);
+                self.reply_error(
+                    id,
+                    codes::INVALID_PARAMS,
+                    &format!("mcpsum refused the approval: {e}; the call was not made"),
+                    None,
+                )
+                .await;
                 return Gate::Handled;
-            };
-            if taint::approves(answer) {
-                self.count(|a| a.accepted += 1);
-                self.audit_approval(method, item, "accept", "the person allowed the call", mark);
-                self.taint.approved_call = Some(*args);
-                return Gate::Forward(Some(strip_approval(p)));
             }
-            self.count(|a| a.declined += 1);
-            let action = answer_action(Some(answer));
-            let (reason, msg) = not_allowed_text(&self.name, item, &action);
-            self.audit_approval(method, item, &action, reason, mark);
-            self.refuse_sink(id, method, item, &msg, true).await;
-            return Gate::Handled;
+        };
+        if let Some(server_state) = carried {
+            // The approved call again, with answers to the server's own questions: it goes
+            // on under the approval given, with the server's state put back.
+            self.audit_approval(
+                method,
+                item,
+                "continue",
+                "the approved call answers the server's own questions",
+                mark,
+            );
+            if let Some(obj) = p.as_object_mut() {
+                match server_state {
+                    Some(s) => obj.insert("requestState".into(), Value::String(s)),
+                    None => obj.remove("requestState"),
+                };
+            }
+            self.taint.approved_call = Some(*args);
+            return Gate::Forward(Some(p));
         }
-        let caps = p.get("_meta").and_then(|m| m.get(META_CAPABILITIES));
-        let can_ask = caps
-            .and_then(|c| c.get("elicitation"))
-            .is_some_and(form_elicitation);
-        if !can_ask {
-            let why = self.no_prompt(method, item, mark);
-            self.reply_error(
-                id,
-                codes::MISSING_CAPABILITY,
-                &why,
-                Some(json!({"requiredCapabilities": {"elicitation": {"form": {}}}})),
-            )
-            .await;
+        let Some(answer) = answer else {
+            self.count(|a| a.refused += 1);
+            self.reply_error(id, codes::INVALID_PARAMS, &format!("mcpsum refused the approval: the retry carries no answer to mcpsum's question (`{INPUT_KEY}` in `inputResponses`); the call was not made, so call it again to be asked"), None).await;
             return Gate::Handled;
+        };
+        if taint::approves(answer) {
+            self.count(|a| a.accepted += 1);
+            self.audit_approval(method, item, "accept", "the person allowed the call", mark);
+            self.taint.approved_call = Some(*args);
+            return Gate::Forward(Some(strip_approval(p)));
         }
-        let token = self.taint.approver.mint(&self.name, item, args);
-        self.count(|a| a.asked += 1);
-        self.audit_approval(
-            method,
-            item,
-            "asked",
-            "input_required sent to the client",
-            mark,
-        );
-        self.reply(
-            id,
-            json!({
-                "resultType": "input_required",
-                "inputRequests": {INPUT_KEY: {"method": "elicitation/create", "params": {
-                    "mode": "form",
-                    "message": message,
-                    "requestedSchema": taint::prompt_schema(),
-                }}},
-                "requestState": token,
-            }),
-        )
-        .await;
+        self.count(|a| a.declined += 1);
+        let action = answer_action(Some(answer));
+        let (reason, msg) = not_allowed_text(&self.name, item, &action);
+        self.audit_approval(method, item, &action, reason, mark);
+        self.refuse_sink(id, method, item, &msg, true).await;
         Gate::Handled
     }
 
@@ -435,7 +417,7 @@ impl Proxy {
                 &held.method,
                 held.params,
                 false,
-                held.item,
+                (held.item, held.taints),
                 retry,
             )
             .await;
@@ -522,12 +504,18 @@ impl Proxy {
     /// (what to answer instead) when the taint cannot be recorded in the session's state: the
     /// result is then withheld, since the session's other proxies would not know to ask before
     /// their sinks (fail closed).
-    pub(super) fn after_result(&mut self, method: &str, item: &str) -> Result<(), String> {
-        let Some(source) = self.source_of(method, item) else {
+    pub(super) fn after_result(
+        &mut self,
+        method: &str,
+        item: &str,
+        taints: bool,
+    ) -> Result<(), String> {
+        // Whether it taints was admission's decision ([`super::admission::admit`]).
+        let Some(call) = call_of(method, item).filter(|_| taints) else {
             return Ok(());
         };
         self.taint_now(
-            &source,
+            &source_name(call, item),
             method,
             item,
             "a source's answer reached the client",
@@ -538,13 +526,10 @@ impl Proxy {
     /// The name a source call's taint mark gives it; `None` when the call is no source.
     fn source_of(&self, method: &str, item: &str) -> Option<String> {
         let call = call_of(method, item)?;
-        if !self.taint.labels.is_source(call) {
-            return None;
-        }
-        Some(match call {
-            Call::Tool(t) => t.to_owned(),
-            Call::ResourceRead | Call::PromptGet => format!("{} {item}", call.label()),
-        })
+        self.taint
+            .labels
+            .is_source(call)
+            .then(|| source_name(call, item))
     }
 
     /// The server's source call in flight (method and item), if any, a client's call or one
@@ -733,13 +718,6 @@ impl Proxy {
     }
 }
 
-/// Whether an `elicitation` capability covers form prompts: `{}` (form only, 2025-06-18) or
-/// one that lists `form`.
-fn form_elicitation(e: &Value) -> bool {
-    e.as_object()
-        .is_some_and(|o| o.is_empty() || o.contains_key("form"))
-}
-
 fn output_warn(msg: &str) {
     crate::output::warn(msg);
 }
@@ -803,4 +781,12 @@ fn strip_approval(mut params: Value) -> Value {
         }
     }
     params
+}
+
+/// The name a source call's taint mark gives it.
+fn source_name(call: Call<'_>, item: &str) -> String {
+    match call {
+        Call::Tool(t) => t.to_owned(),
+        Call::ResourceRead | Call::PromptGet => format!("{} {item}", call.label()),
+    }
 }

@@ -12,8 +12,10 @@
 //! queued in that peer's outbox; while a queue is over its bound, no more input is
 //! read, so a slow reader on either side slows the other down instead of growing memory. The
 //! messages of a call (request, answer, progress) are relayed from an envelope scan without
-//! building values (`fast.rs`); everything else is parsed whole.
+//! building values (`fast.rs`); everything else is parsed whole. Whether a client's request
+//! may reach the server is decided once, for both paths, in `admission.rs`.
 
+mod admission;
 mod batch;
 mod fast;
 mod gate;
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use admission::{Admission, Call, Facts, Params, Refusal, Request};
 use outbox::{Out, Outbox};
 
 use crate::audit::AuditLog;
@@ -36,8 +39,7 @@ use crate::mcp::client::{self, BATCH_VERSION, Options, with_modern_meta};
 use crate::mcp::envelope::Scan;
 use crate::mcp::framing::{self, Frame, LineReader};
 use crate::mcp::{
-    LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, META_VERSION, MODERN_VERSION,
-    codes,
+    LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, MODERN_VERSION, codes,
 };
 use crate::output;
 
@@ -92,13 +94,13 @@ pub struct ProxyOptions {
 pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -> Result<Exit> {
     let path = crate::paths::require_lockfile(lockfile_flag)?;
     let lock = lockfile::load(&path)?;
-    let entry = crate::commands::entry(&lock, &path, &opts.name)?.clone();
+    let entry = crate::launch::entry(&lock, &path, &opts.name)?.clone();
     drop(lock);
     let state_dir = crate::paths::ensure_state_dir()?;
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
 
-    let launch = crate::commands::launch_for(&opts.name, &entry, &path, true);
+    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true);
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,
@@ -110,13 +112,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // Fail closed before answering anything: a sandbox that cannot be built here is reported as
     // a start that failed, as `lock` and `verify` report it.
     if let Some(spec) = &launch.sandbox
-        && let Err(e) = crate::sandboxing::check(&launch, spec)
+        && let Err(e) = crate::sandboxing::check(&launch.server, &launch.argv, spec)
     {
         let failure = client::Failure {
             error: client::ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(e)),
             stderr: Vec::new(),
         };
-        return Err(crate::commands::server_error(
+        return Err(crate::launch::server_error(
             "cannot start",
             &launch,
             failure,
@@ -582,7 +584,7 @@ async fn start_server(
         .await
         .map_err(|f| StartFailure {
             version_drop: f.error.is_version_drop(),
-            error: crate::commands::server_error("cannot start", launch, f),
+            error: crate::launch::server_error("cannot start", launch, f),
         })?;
     let items = match client::read_lists(&mut conn, &hs).await {
         Ok(items) => items,
@@ -620,14 +622,6 @@ impl Input {
 fn request_id(obj: &Map<String, Value>) -> Option<&Value> {
     obj.get("method")?;
     obj.get("id").filter(|id| !id.is_null())
-}
-
-/// Whether a tool can be called only as a task (2025-11-25), which mcpsum does not relay.
-fn task_only(tool: &Value) -> bool {
-    tool.get("execution")
-        .and_then(|e| e.get("taskSupport"))
-        .and_then(Value::as_str)
-        == Some("required")
 }
 
 /// The level from which a 2026-07-28 request's `_meta` asks for log messages while it runs
@@ -706,6 +700,8 @@ enum Pending {
         /// The arguments' digest of a sink call the person approved: the server's own
         /// `requestState` on it is wrapped in a continuation token.
         approved: Option<Box<crate::lockfile::Sha256Digest>>,
+        /// Admission's answer: the item is a source, so its answer taints the session.
+        taints: bool,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
@@ -747,6 +743,8 @@ struct Round {
     client_id: Value,
     method: String,
     item: String,
+    /// As [`Pending::Client::taints`].
+    taints: bool,
     started: Instant,
     retry: Box<Retry>,
     request_state: Option<Value>,
@@ -839,54 +837,6 @@ const REMOVED_IN_MODERN: [&str; 4] = [
     "resources/subscribe",
     "resources/unsubscribe",
 ];
-
-/// What is wrong with a 2026-07-28 request's `_meta` (a request that names a version, or
-/// uses a method of that era only): the error code, message and data to answer with.
-fn modern_meta_problem(method: &str, meta: Option<&Value>) -> Option<(i64, String, Option<Value>)> {
-    let version = meta.and_then(|m| m.get(META_VERSION));
-    let modern_only = matches!(method, "server/discover" | "subscriptions/listen");
-    if version.is_none() && !modern_only {
-        return None;
-    }
-    match version.and_then(Value::as_str) {
-        Some(MODERN_VERSION) => {}
-        Some(v) => {
-            return Some((
-                codes::UNSUPPORTED_VERSION,
-                format!(
-                    "unsupported protocol version `{v}`: send {MODERN_VERSION}, or `initialize` for an earlier version"
-                ),
-                Some(json!({"supported": [MODERN_VERSION], "requested": v})),
-            ));
-        }
-        None => {
-            return Some((
-                codes::INVALID_PARAMS,
-                format!("`{method}` needs `_meta[\"{META_VERSION}\"]` (a string)"),
-                None,
-            ));
-        }
-    }
-    let caps = meta.and_then(|m| m.get(crate::mcp::META_CAPABILITIES));
-    if !caps.is_some_and(Value::is_object) {
-        return Some((
-            codes::INVALID_PARAMS,
-            format!(
-                "`{method}` needs `_meta[\"{}\"]` (an object; `{{}}` declares none)",
-                crate::mcp::META_CAPABILITIES
-            ),
-            None,
-        ));
-    }
-    None
-}
-
-fn is_modern_request(params: Option<&Value>) -> bool {
-    params
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get(META_VERSION))
-        .is_some()
-}
 
 impl Proxy {
     // ----- start-up -----
@@ -1167,160 +1117,136 @@ impl Proxy {
     }
 
     async fn client_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
-        let meta = params.as_ref().and_then(|p| p.get("_meta"));
-        if let Some((code, message, data)) = modern_meta_problem(method, meta) {
-            self.audit.note(
-                "refused",
-                json!({"method": method, "decision": "refuse", "reason": message}),
-            );
-            return self.reply_error(id, code, &message, data).await;
+        let parsed = params.clone();
+        let call = Call {
+            method,
+            request: Request::parse(method, parsed.as_ref()),
+            meta: parsed.as_ref().and_then(|p| p.get("_meta")),
+            params: Params::Parsed(parsed.as_ref()),
+        };
+        let modern = call.modern();
+        let admission = self.admit(&call);
+        if !matches!(
+            admission,
+            Admission::Refuse(Refusal::Meta { .. } | Refusal::Removed(_))
+        ) {
+            self.note_client(method, params.as_ref());
         }
-        let modern = is_modern_request(params.as_ref());
-        if modern && REMOVED_IN_MODERN.contains(&method) {
-            let message = format!("`{method}` does not exist in protocol version {MODERN_VERSION}");
-            return self
-                .refuse(id, method, "", codes::METHOD_NOT_FOUND, &message)
-                .await;
-        }
-        self.note_client(method, params.as_ref());
-        match method {
-            "initialize" => return self.answer_initialize(id, params.as_ref()).await,
-            "server/discover" => return self.answer_discover(id).await,
-            "ping" => return self.reply(id, json!({})).await,
-            _ => {}
-        }
-        if self.quarantine.is_some() {
-            return self.refuse_quarantined(id, method).await;
-        }
-        let list_kind = Kind::ALL.into_iter().find(|k| k.list_method() == method);
-        if let Some(kind) = list_kind {
-            return self.answer_list(id, kind, params.as_ref(), modern).await;
-        }
-        let p = params.clone().unwrap_or(Value::Null);
-        let item = match method {
-            "tools/call" => {
-                let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
-                let Some(tool) = self.entry.item(Kind::Tool, name) else {
-                    return self.refuse(id, method, name, codes::INVALID_PARAMS, &format!("tool `{name}` is not in mcp.lock for server `{}`; mcpsum serves only locked tools", self.name)).await;
+        let request = call.request.clone().ok();
+        let item = request.as_ref().map(Request::item).unwrap_or_default();
+        let (params, taints) = match admission {
+            Admission::Refuse(r) => {
+                return self.refuse_admission(id, method, item, r, modern).await;
+            }
+            Admission::Local => {
+                return match request {
+                    Some(Request::Initialize) => self.answer_initialize(id, params.as_ref()).await,
+                    Some(Request::Discover) => self.answer_discover(id).await,
+                    Some(Request::List(kind)) => {
+                        self.answer_list(id, kind, params.as_ref(), modern).await
+                    }
+                    _ => self.reply(id, json!({})).await,
                 };
-                if task_only(tool) {
-                    return self.refuse(id, method, name, codes::METHOD_NOT_FOUND, &format!("tool `{name}` of server `{}` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks", self.name)).await;
-                }
-                name.to_owned()
             }
-            "prompts/get" => {
-                let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
-                if self.entry.item(Kind::Prompt, name).is_none() {
-                    return self
-                        .refuse(
-                            id,
-                            method,
-                            name,
-                            codes::INVALID_PARAMS,
-                            &format!(
-                                "prompt `{name}` is not in mcp.lock for server `{}`",
-                                self.name
-                            ),
-                        )
-                        .await;
-                }
-                name.to_owned()
+            // Sinks on a tainted session wait for the person's approval (I6).
+            Admission::Ask {
+                mark,
+                prompt,
+                by,
+                taint_after,
+            } => match self
+                .ask(id, method, params, (item, taint_after), &mark, &prompt, by)
+                .await
+            {
+                gate::Gate::Forward(p) => (p, taint_after),
+                gate::Gate::Handled => return,
+            },
+            Admission::Forward { taint_after } => (params, taint_after),
+        };
+        match request {
+            Some(Request::Subscribe { uri, .. }) if self.server_era == Era::Modern => {
+                // 2026-07-28 has no resources/subscribe: a listen stream stands for it.
+                return self.subscribe_by_listen(id, method, uri.to_owned()).await;
             }
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                let uri_s = p.get("uri").and_then(Value::as_str).unwrap_or_default();
-                if !self.uri_locked(uri_s) {
-                    let message = format!(
-                        "resource `{uri_s}` is not in mcp.lock for server `{}` and matches no locked template",
-                        self.name
-                    );
-                    // To the client it does not exist: the not-found error of 2026-07-28
-                    // names the URI in `data.uri`, which legacy clients may read too.
-                    let data = json!({"uri": uri_s});
-                    return self
-                        .refuse_with(
-                            id,
-                            method,
-                            uri_s,
-                            codes::INVALID_PARAMS,
-                            &message,
-                            Some(data),
-                        )
-                        .await;
-                }
-                if method != "resources/read" && self.server_era == Era::Modern {
-                    // 2026-07-28 has no resources/subscribe: a listen stream stands for it.
-                    let uri_s = uri_s.to_owned();
-                    return self.subscribe_by_listen(id, method, uri_s).await;
-                }
-                uri_s.to_owned()
-            }
-            "completion/complete" => {
-                let r = p.get("ref").cloned().unwrap_or(Value::Null);
-                let ok = match r.get("type").and_then(Value::as_str) {
-                    Some("ref/prompt") => r
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .is_some_and(|n| self.entry.item(Kind::Prompt, n).is_some()),
-                    Some("ref/resource") => r.get("uri").and_then(Value::as_str).is_some_and(|u| {
-                        self.entry.item(Kind::Resource, u).is_some()
-                            || self.entry.item(Kind::ResourceTemplate, u).is_some()
-                    }),
-                    _ => false,
-                };
-                if !ok || self.entry.capabilities.get("completions").is_none() {
-                    return self.refuse(id, method, "", codes::INVALID_PARAMS, "completion is only forwarded for a locked prompt or resource of a server that offers completions").await;
-                }
-                r.get("name")
-                    .or_else(|| r.get("uri"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            }
-            "logging/setLevel" => {
-                if self.entry.capabilities.get("logging").is_none() {
-                    let message = format!("server `{}` does not offer logging", self.name);
-                    return self
-                        .refuse(id, method, "", codes::METHOD_NOT_FOUND, &message)
-                        .await;
-                }
-                if self.server_era == Era::Modern {
-                    // 2026-07-28 has no setLevel: each request carries the level instead, and
-                    // a level the server would refuse on each of them is refused here, once.
-                    let Some(rank) = log_rank(p.get("level").and_then(Value::as_str)) else {
-                        let message = format!("`level` must be one of {}", LOG_LEVELS.join(", "));
-                        return self
-                            .refuse(id, method, "", codes::INVALID_PARAMS, &message)
-                            .await;
-                    };
+            Some(Request::SetLevel { level }) if self.server_era == Era::Modern => {
+                // 2026-07-28 has no setLevel: each request carries the level instead (admission
+                // refused a level it does not know).
+                if let Some(rank) = log_rank(level) {
                     self.log_level = Some(LOG_LEVELS[rank]);
-                    return self.reply(id, json!({})).await;
                 }
-                String::new()
+                return self.reply(id, json!({})).await;
             }
-            "subscriptions/listen" if self.server_era == Era::Modern => String::new(),
-            "subscriptions/listen" => {
+            Some(Request::Listen) if self.server_era == Era::Legacy => {
                 // A legacy server has resources/subscribe instead.
                 return self.listen_by_subscribe(id, params.as_ref()).await;
             }
-            _ => {
-                return self
-                    .refuse(
-                        id,
-                        method,
-                        "",
-                        codes::METHOD_NOT_FOUND,
-                        &format!("mcpsum does not forward `{method}`"),
-                    )
+            _ => {}
+        }
+        let item = item.to_owned();
+        let retry = self.retry_for(method, params.as_ref(), modern);
+        self.forward(id, method, params, modern, (item, taints), retry)
+            .await;
+    }
+
+    /// The admission of `call` ([`admission::admit`]) with this proxy's facts.
+    fn admit(&mut self, call: &Call<'_>) -> Admission {
+        let (labels, store) = self.taint.parts();
+        let facts = Facts {
+            server: &self.name,
+            entry: &self.entry,
+            server_era: self.server_era,
+            quarantined: self.quarantine.is_some(),
+            labels,
+            client_version: self.client_version.as_deref(),
+            client_legacy_caps: self.client_legacy_caps.as_ref(),
+        };
+        admission::admit(call, &facts, store)
+    }
+
+    /// Carries out a refusal of [`admission::admit`].
+    async fn refuse_admission(
+        &mut self,
+        id: &Value,
+        method: &str,
+        item: &str,
+        refusal: Refusal,
+        modern: bool,
+    ) {
+        match refusal {
+            Refusal::Meta {
+                code,
+                message,
+                data,
+            } => {
+                self.audit.note(
+                    "refused",
+                    json!({"method": method, "decision": "refuse", "reason": message}),
+                );
+                self.reply_error(id, code, &message, data).await;
+            }
+            Refusal::Removed(message) => {
+                self.refuse(id, method, "", codes::METHOD_NOT_FOUND, &message)
                     .await;
             }
-        };
-        // Sinks on a tainted session wait for the person's approval (I6).
-        let params = match self.gate(id, method, params, modern, &item).await {
-            gate::Gate::Forward(p) => p,
-            gate::Gate::Handled => return,
-        };
-        let retry = self.retry_for(method, params.as_ref(), modern);
-        self.forward(id, method, params, modern, item, retry).await;
+            Refusal::Quarantined => self.refuse_quarantined(id, method).await,
+            Refusal::Params(message) => {
+                self.refuse(id, method, "", codes::INVALID_PARAMS, &message)
+                    .await;
+            }
+            Refusal::Item { code, message } => {
+                // To the client an unlocked resource does not exist: the not-found error of
+                // 2026-07-28 names the URI in `data.uri`, which legacy clients may read too.
+                let data = matches!(
+                    method,
+                    "resources/read" | "resources/subscribe" | "resources/unsubscribe"
+                )
+                .then(|| json!({ "uri": item }));
+                self.refuse_with(id, method, item, code, &message, data)
+                    .await;
+            }
+            Refusal::Method { code, message } => self.refuse(id, method, "", code, &message).await,
+            Refusal::Gate(gated) => self.refuse_gated(id, method, item, gated, modern).await,
+        }
     }
 
     /// What to keep of a legacy client's request to a 2026-07-28 server, which may answer it
@@ -1366,13 +1292,7 @@ impl Proxy {
     }
 
     fn uri_locked(&self, u: &str) -> bool {
-        self.entry.item(Kind::Resource, u).is_some()
-            || self
-                .entry
-                .resource_templates
-                .iter()
-                .filter_map(|t| Kind::ResourceTemplate.key_of(t))
-                .any(|t| uri::matches(t, u))
+        admission::uri_locked(&self.entry, u)
     }
 
     async fn forward(
@@ -1381,7 +1301,7 @@ impl Proxy {
         method: &str,
         params: Option<Value>,
         modern_client: bool,
-        item: String,
+        (item, taints): (String, bool),
         retry: Option<Box<Retry>>,
     ) {
         // Taken whatever happens next: it belongs to this call only.
@@ -1447,6 +1367,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved,
+                taints,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}))
@@ -1863,6 +1784,7 @@ impl Proxy {
                 retry,
                 client_caps,
                 approved,
+                taints,
             } => {
                 let stream = self.streams.remove(&sid);
                 let input_required = obj
@@ -1895,6 +1817,7 @@ impl Proxy {
                         client_id,
                         method,
                         item,
+                        taints,
                         started,
                         retry,
                         request_state: result.get("requestState").cloned(),
@@ -1911,7 +1834,7 @@ impl Proxy {
                         "server `{}` answered with both `result` and `error`, which JSON-RPC forbids; nothing of it is relayed (hint: report it to the server's authors)",
                         self.name
                     );
-                    if let Err(why) = self.after_result(&method, &item) {
+                    if let Err(why) = self.after_result(&method, &item, taints) {
                         message = why;
                     }
                     out["error"] = json!({"code": codes::INTERNAL, "message": message});
@@ -1944,7 +1867,7 @@ impl Proxy {
                             meta.insert(META_SUBSCRIPTION.into(), client_id.clone());
                         }
                         // A source's result reaches the client: the session is tainted first.
-                        match self.after_result(&method, &item) {
+                        match self.after_result(&method, &item, taints) {
                             Ok(()) => {
                                 out["result"] = result;
                                 true
@@ -1958,7 +1881,7 @@ impl Proxy {
                 } else if let Some(error) = obj.get("error") {
                     // A source's error is its answer too: its message and data reach the model
                     // as the tool's output, so the session is tainted first.
-                    match self.after_result(&method, &item) {
+                    match self.after_result(&method, &item, taints) {
                         Ok(()) => out["error"] = error.clone(),
                         Err(why) => out["error"] = json!({"code": codes::INTERNAL, "message": why}),
                     }
@@ -2450,8 +2373,8 @@ impl Proxy {
         // The server's questions carry its text to the client (a sampling request goes to the
         // model): a source's round taints the session before they are sent.
         if let Some(r) = self.rounds.get(&n) {
-            let (method, item) = (r.method.clone(), r.item.clone());
-            if let Err(why) = self.after_result(&method, &item) {
+            let (method, item, taints) = (r.method.clone(), r.item.clone(), r.taints);
+            if let Err(why) = self.after_result(&method, &item, taints) {
                 return self.fail_round(n, &why).await;
             }
         }
@@ -2511,7 +2434,7 @@ impl Proxy {
             &r.method,
             Some(params),
             false,
-            r.item,
+            (r.item, r.taints),
             Some(r.retry),
         )
         .await;

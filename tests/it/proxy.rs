@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{PYTHON, World, fake_argv, test_dep, transcript_events};
+use crate::support::{PYTHON, World, fake_argv, snapshot_settings, test_dep, transcript_events};
 
 const MODERN: &str = "2026-07-28";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -947,6 +947,55 @@ fn only_locked_items_reach_the_server() {
             .count();
         assert!(refusals >= refused.len(), "every refusal is audited");
     }
+}
+
+/// A call whose params lack the item, or name it with the wrong type, is refused with -32602
+/// naming the param (not as a call of an unlocked item with an empty name), in both eras of
+/// the server, and reaches nothing.
+#[test]
+fn malformed_params_are_named_precisely() {
+    let cases = [
+        ("tools/call", Value::Null),
+        ("tools/call", json!({"arguments": {}})),
+        ("tools/call", json!({"name": 7, "arguments": {}})),
+        ("tools/call", json!({"name": null})),
+        ("tools/call", json!([1, 2])),
+        ("prompts/get", json!({})),
+        ("prompts/get", json!({"name": ["greet"]})),
+        ("resources/read", json!({})),
+        ("resources/read", json!({"uri": {"u": "notes://inbox"}})),
+        ("resources/subscribe", json!({"uri": true})),
+        ("resources/unsubscribe", json!({})),
+    ];
+    let mut seen = None;
+    for server in ERAS {
+        let w = World::new();
+        let t = w.transcript("l");
+        lock(&w, "l", &full_scenario(server, &t));
+        // A legacy client: it sends the params exactly as written here.
+        let mut px = Px::start(&w, "l", Era::Legacy);
+        px.hello();
+        let mut out = String::new();
+        for (i, (method, params)) in cases.iter().enumerate() {
+            px.send(&json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params}));
+            let r = px.response(&json!(i));
+            let e = error_of(&r);
+            assert_eq!(e["code"], -32602, "{server:?} {method}: {r:#}");
+            out.push_str(&format!("{method} {params}\n  {}\n", e["message"]));
+        }
+        assert_eq!(px.finish(), 0);
+        let methods = received_methods(&t);
+        assert!(
+            !methods.iter().any(|m| cases.iter().any(|(c, _)| c == m)),
+            "{server:?}: a malformed call reached the server: {methods:?}"
+        );
+        if let Some(before) = &seen {
+            assert_eq!(before, &out, "{server:?}: the messages depend on the era");
+        }
+        seen = Some(out);
+    }
+    let out = seen.unwrap_or_default();
+    snapshot_settings().bind(|| insta::assert_snapshot!("malformed_params", out));
 }
 
 // ----- 4. quarantine -----

@@ -89,14 +89,17 @@ pub const CREDENTIALS: &[&str] = &[
     ".aws/credentials",
     ".npmrc",
     ".docker/config.json",
+    ".claude/.credentials.json",
+    ".npm-global/etc/npmrc",
+    ".codex/auth.json",
 ];
 
 /// The host's TLS private key that Debian's `ssl-cert` installs, when present.
 pub const SNAKEOIL_KEY: &str = "/etc/ssl/private/ssl-cert-snakeoil.key";
 
 /// A world for one user: `home` (with `.ssh/id_ed25519`), `proj/mcp.lock`, `state`, `data`
-/// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` (a link to, or copy of,
-/// the binary under test), all reachable by that user.
+/// (readable by policy), `outside` (never in a policy) and `bin/mcpsum` and `bin/mcpsum-launch`
+/// (links to, or copies of, the binaries under test), all reachable by that user.
 pub struct Sbx {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
@@ -126,10 +129,19 @@ impl Sbx {
         std::fs::write(root.join("outside/secret.txt"), "OUTSIDE-SECRET").unwrap();
         std::fs::write(root.join("data/readme.txt"), "readable data").unwrap();
         let bin = root.join("bin/mcpsum");
-        // A hard link opens no write descriptor (a copy races with forks: ETXTBSY).
-        if std::fs::hard_link(env!("CARGO_BIN_EXE_mcpsum"), &bin).is_err() {
-            std::fs::copy(env!("CARGO_BIN_EXE_mcpsum"), &bin).unwrap();
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The launcher sits beside the binary, as `cargo install` puts it.
+        for (from, to) in [
+            (env!("CARGO_BIN_EXE_mcpsum"), bin.clone()),
+            (
+                env!("CARGO_BIN_EXE_mcpsum-launch"),
+                root.join("bin/mcpsum-launch"),
+            ),
+        ] {
+            // A hard link opens no write descriptor (a copy races with forks: ETXTBSY).
+            if std::fs::hard_link(from, &to).is_err() {
+                std::fs::copy(from, &to).unwrap();
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
         }
         let w = Self {
             _dir: dir,
@@ -167,10 +179,10 @@ impl Sbx {
         serde_json::from_slice(&std::fs::read(self.lockfile()).expect("lockfile")).expect("json")
     }
 
-    /// Gives everything but the binary to this world's user.
+    /// Gives everything but the binaries (links to the build's) to this world's user.
     pub fn chown(&self) {
         fn walk(p: &Path, bin: &Path, uid: u32) {
-            if p == bin {
+            if p == bin || p.parent() == bin.parent() && p.is_file() {
                 return;
             }
             std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
@@ -820,9 +832,38 @@ fn escape_battery(allow_mode: bool) {
         assert_eq!(res["cap_eff"], "0000000000000000", "{ctx}");
         assert!(!w.p("outside/pwned").exists(), "{ctx}");
         assert!(!Path::new("/tmp/mcpsum-escape-pwned").exists(), "{ctx}");
+        // The task cgroup (root) or the own one (anyone): never left, never raised.
+        refused(&res, "cgroup_leave", &["EROFS", "EACCES", "EPERM"], &ctx);
+        refused(&res, "cgroup_raise", &["EROFS", "EACCES", "EPERM"], &ctx);
+        let task_cgroup = (uid == 0 && pids_cgroup_usable()).then(|| {
+            // A root server's tree is in a pids cgroup of its own, named for its guard.
+            let dir = pids_cgroup_of(guard)
+                .unwrap()
+                .join(format!("mcpsum-{guard}"));
+            assert_eq!(
+                pids_cgroup_of(res["pid"].as_u64().unwrap()),
+                Some(dir.clone()),
+                "{ctx}"
+            );
+            let max = std::fs::read_to_string(dir.join("pids.max")).unwrap();
+            assert_eq!(max.trim(), BATTERY_TASKS.to_string(), "{ctx}");
+            dir
+        });
         // The proxy is alive and well after all that.
         let ping = s.request("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
+        if !allow_mode {
+            // The proxy killed: its guard still ends the tree and removes the task cgroup.
+            s.child.kill().unwrap();
+        }
+        drop(s);
+        if let Some(dir) = task_cgroup {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while dir.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(!dir.exists(), "{ctx}: `{}` is left behind", dir.display());
+        }
     }
 }
 
@@ -893,6 +934,19 @@ fn read_classes(allow_mode: bool) {
                 "command in ~/.local/bin",
                 script("home/.local/bin/escape-srv", &format!("#!{py}")),
             ),
+            // Folders of the home that are no install layout: the command's own folder only.
+            (
+                "command in ~/.claude/bin",
+                script("home/.claude/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/.npm-global/bin",
+                script("home/.npm-global/bin/escape-srv", &format!("#!{py}")),
+            ),
+            (
+                "command in ~/tools/bin",
+                script("home/tools/bin/escape-srv", &format!("#!{py}")),
+            ),
         ];
         w.chown();
         for (i, (class, cmd)) in classes.iter().enumerate() {
@@ -929,8 +983,230 @@ fn read_classes(allow_mode: bool) {
     }
 }
 
+/// `argv` in a private mount namespace of its own, after the shell commands `setup` ran there
+/// as root (bind mounts over `/etc/passwd`, of `/`, ...): the host's mounts stay untouched.
+fn in_mount_ns(setup: &str, argv: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "/usr/bin/unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.push(format!("{setup} && exec \"$@\""));
+    v.push("sh".into());
+    v.extend(argv);
+    v
+}
+
+/// `w.argv(args)` with `HOME` set to `home`, or unset.
+fn argv_with_home(w: &Sbx, args: &[String], home: Option<&str>) -> Vec<String> {
+    w.argv(args)
+        .into_iter()
+        .filter_map(|a| match a.strip_prefix("HOME=") {
+            Some(_) => home.map(|h| format!("HOME={h}")),
+            None => Some(a),
+        })
+        .collect()
+}
+
+/// A copy of `/etc/passwd` in which `uid`'s home is `home` (when given), plus `extra` lines.
+fn passwd_with(w: &Sbx, uid: u32, home: Option<&str>, extra: &str) -> PathBuf {
+    let host = std::fs::read_to_string("/etc/passwd").unwrap();
+    let mut out = String::new();
+    for line in host.lines() {
+        let mut f: Vec<String> = line.split(':').map(String::from).collect();
+        if let Some(h) = home
+            && f.len() == 7
+            && f[2] == uid.to_string()
+        {
+            f[5] = h.to_owned();
+            f[6] = "/bin/sh".to_owned();
+        }
+        out.push_str(&f.join(":"));
+        out.push('\n');
+    }
+    out.push_str(extra);
+    let p = w.p("passwd");
+    std::fs::write(&p, out).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    p
+}
+
+#[test]
+fn escape_battery_home_classes() {
+    home_classes(false);
+}
+
+#[test]
+fn escape_battery_home_classes_in_allow_mode() {
+    home_classes(true);
+}
+
+/// The home is known without `$HOME`: a command installed in `~/bin` (prefix `~/bin`, never
+/// `~`) while `HOME` is unset (a client that clears the environment), while it names another
+/// folder, and while the home is another user's in `/etc/passwd`. Each runs in a mount
+/// namespace where `/etc/passwd` says where the home is.
+fn home_classes(allow_mode: bool) {
+    if current_uid() != 0 {
+        return skip("bind mounts over /etc/passwd need root");
+    }
+    let server = std::fs::read_to_string(helper("escape_server.py")).unwrap();
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let listed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allow: Vec<String> = if allow_mode {
+            vec![format!("127.0.0.1:{}", listed.local_addr().unwrap().port())]
+        } else {
+            vec![]
+        };
+        let cmd = w.p("home/bin/escape-srv");
+        std::fs::create_dir_all(cmd.parent().unwrap()).unwrap();
+        std::fs::write(&cmd, format!("#!{}\n{server}", support::PYTHON)).unwrap();
+        std::fs::set_permissions(&cmd, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(w.p("elsewhere")).unwrap();
+        let home = w.s("home");
+        let elsewhere = w.s("elsewhere");
+        let alice = format!("mcpsum-it-alice:x:4242:4242::{home}:/bin/sh\n");
+        let classes = [
+            (
+                "HOME unset, home from passwd",
+                None,
+                passwd_with(&w, uid, Some(&home), ""),
+            ),
+            (
+                "HOME elsewhere, home from passwd",
+                Some(elsewhere.as_str()),
+                passwd_with(&w, uid, Some(&home), ""),
+            ),
+            (
+                "HOME elsewhere, another user's home",
+                Some(elsewhere.as_str()),
+                passwd_with(&w, uid, None, &alice),
+            ),
+        ];
+        w.chown();
+        for (i, (class, home_var, passwd)) in classes.iter().enumerate() {
+            let setup = format!("mount --bind {} /etc/passwd", passwd.display());
+            let name = format!("home{i}");
+            let args = w.lock_args(
+                &name,
+                &policy(&[w.s("data")], &[], &allow),
+                &[],
+                &[cmd.display().to_string()],
+            );
+            let argv = in_mount_ns(&setup, argv_with_home(&w, &args, *home_var));
+            let r = run_output(&mut command_of(&argv, &w.root));
+            if let Some(why) = kernel_lacks(&r) {
+                return skip(&why);
+            }
+            r.code(0);
+            let proxy = ["proxy", "--name", &name].map(String::from);
+            let argv = in_mount_ns(&setup, argv_with_home(&w, &proxy, *home_var));
+            let mut s = Session::start(command_of(&argv, &w.root), w.p(&format!("{name}.stderr")));
+            let res = s.call(
+                "escape",
+                json!({"home": home, "outside": w.s("outside"), "lockfile": w.lockfile(),
+                       "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
+                       "abstract": "x", "secrets": w.secrets()}),
+            );
+            let ctx = format!("uid {uid}, allow {allow:?}, {class}: {res:#}");
+            assert_eq!(res["read_allowed"]["value"], "readable data", "{ctx}");
+            refused_secrets(&res, &w, &ctx);
+            for key in ["read_ssh_key", "list_home"] {
+                refused(&res, key, &["EACCES", "EPERM"], &ctx);
+            }
+        }
+    }
+}
+
+/// A `filesystem.read` entry that is `/` or the home under another path (a bind mount) passes
+/// every comparison of paths: `lock` refuses it by identity, naming the entry and what it is,
+/// as root and as `nobody`, in both network modes.
+#[test]
+fn escape_battery_bind_mount_classes() {
+    if current_uid() != 0 {
+        return skip("bind mounts need root");
+    }
+    for allow_mode in [false, true] {
+        for uid in users() {
+            let w = Sbx::new(uid);
+            for d in ["rootb", "homeb"] {
+                std::fs::create_dir_all(w.p(d)).unwrap();
+            }
+            w.chown();
+            let allow: Vec<String> = if allow_mode {
+                vec!["127.0.0.1:9".into()]
+            } else {
+                vec![]
+            };
+            let setup = format!(
+                "mount --bind / {} && mount --bind {} {}",
+                w.s("rootb"),
+                w.s("home"),
+                w.s("homeb")
+            );
+            for (i, (rule, what)) in [
+                ("rootb", "the whole filesystem (`/`)".to_owned()),
+                ("homeb", format!("the home directory (`{}`)", w.s("home"))),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let name = format!("bind{i}");
+                let args = w.lock_args(
+                    &name,
+                    &policy(&[w.s("data"), w.s(rule)], &[], &allow),
+                    &[],
+                    &escape_argv(),
+                );
+                let argv = in_mount_ns(&setup, w.argv(&args));
+                let r = run_output(&mut command_of(&argv, &w.root));
+                let ctx = format!("uid {uid}, allow {allow:?}, bind of {rule}: {r:?}");
+                assert_ne!(r.code, 0, "{ctx}");
+                assert!(
+                    r.stderr.contains(&format!(
+                        "`{}` (`filesystem.read[1]`) is {what} mounted elsewhere",
+                        w.s(rule)
+                    )),
+                    "{ctx}"
+                );
+                assert!(
+                    !w.lockfile().exists() || !w.lock_json().to_string().contains(&name),
+                    "{ctx}"
+                );
+            }
+        }
+    }
+}
+
 /// The task limit of the battery's policy.
 const BATTERY_TASKS: u64 = 48;
+
+/// Whether a pids cgroup can hold a root server's task limit here (v1 `pids` hierarchy, or
+/// cgroup v2 with `pids` enabled below the root), as the launcher finds it.
+fn pids_cgroup_usable() -> bool {
+    Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+        || std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+}
+
+/// The folder of the pids cgroup `pid` is in, as seen from here.
+fn pids_cgroup_of(pid: u64) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.splitn(3, ':').collect()).collect();
+    if let Some(l) = lines
+        .iter()
+        .find(|l| l.len() == 3 && l[1].split(',').any(|c| c == "pids"))
+    {
+        return Some(PathBuf::from(format!("/sys/fs/cgroup/pids{}", l[2])));
+    }
+    let l = lines.iter().find(|l| l.len() == 3 && l[0] == "0")?;
+    Some(PathBuf::from(format!("/sys/fs/cgroup{}", l[2])))
+}
 
 /// How the battery's sandbox keeps metadata outside the write set unchanged.
 #[derive(Clone, Copy, PartialEq)]
@@ -1002,9 +1278,9 @@ fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
         refused(&res, &format!("tmp.{call}"), &["EPERM"], &ctx);
     }
 
-    if w.uid == 0 {
-        // The kernel exempts the host's uid 0 from RLIMIT_NPROC in every user namespace: the
-        // limit does not bind a root server (`sandbox test` names it).
+    if w.uid == 0 && !pids_cgroup_usable() {
+        // The kernel exempts the host's uid 0 from RLIMIT_NPROC in every user namespace and no
+        // pids cgroup can hold it: the limit does not bind a root server (`sandbox test` says so).
         return;
     }
     let bomb = s.call("forkbomb", json!({"max": 2000}));
@@ -1401,6 +1677,63 @@ fn has_row(doc: &Value, prefix: &str) -> bool {
         .any(|r| r["check"].as_str().unwrap_or_default().starts_with(prefix))
 }
 
+/// A root server where no pids controller can be used (the pids hierarchy unmounted in a mount
+/// namespace of the test's own): the launch goes on, and the layer list, `sandbox test` and the
+/// server's stderr say the task limit does not bind root, and why.
+#[test]
+fn a_root_server_without_a_pids_cgroup_starts_and_says_so() {
+    if current_uid() != 0 || !Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+        return skip("needs root and a cgroup v1 pids hierarchy to hide");
+    }
+    let w = Sbx::new(0);
+    let pol = policy(&[helper("").display().to_string(), w.s("data")], &[], &[]);
+    let r = w.lock("escape", &pol, &escape_argv());
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let hidden = |args: &[&str]| {
+        let mut argv = w.argv(args);
+        let at = argv.iter().position(|a| a == "/usr/bin/env").unwrap();
+        let wrap = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "umount /sys/fs/cgroup/pids && exec \"$@\"",
+            "sh",
+        ];
+        argv.splice(at..at, wrap.map(str::to_owned));
+        command_of(&argv, &w.root)
+    };
+    let report = run_output(&mut hidden(&["sandbox", "test", "--name", "escape"]));
+    assert_eq!(report.code, 0, "{report:#?}");
+    let needle = "missing: root (uid 0) is exempt from RLIMIT_NPROC and no pids cgroup can be used (the pids cgroup of this process is not mounted here)";
+    assert!(report.stdout.contains(needle), "{needle}: {report:#?}");
+    assert!(
+        report
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("task limit for root (pids cgroup)")
+                && l.contains("missing: no pids cgroup")),
+        "{report:#?}"
+    );
+    let mut s = Session::start(hidden(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+    // The server runs (a tool call), without the cgroup.
+    let small = s.call("forkbomb", json!({"max": 3}));
+    assert_eq!(small["forked"], json!(3), "{small}");
+    drop(s);
+    let stderr = std::fs::read_to_string(w.p("proxy.stderr")).unwrap();
+    assert!(
+        stderr.contains(
+            "mcpsum sandbox: no pids cgroup (the pids cgroup of this process is not mounted here)"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
     for uid in users() {
@@ -1430,6 +1763,24 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
             "NoNewPrivs",
         ] {
             assert!(has_row(&doc, row), "{ctx}: no `{row}` row: {doc:#}");
+        }
+        // Root's task limit is held by a pids cgroup of the probe's own, and the layer list says so.
+        if uid == 0 && pids_cgroup_usable() {
+            let row = doc["report"]["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["check"] == "task limit for root (pids cgroup)")
+                .unwrap_or_else(|| panic!("{ctx}: no pids cgroup row: {doc:#}"));
+            assert!(
+                row["observed"].as_str().unwrap().contains("/mcpsum-"),
+                "{ctx}: {row:#}"
+            );
+            let text = w.run(&["sandbox", "test", "--name", "probe"]).stdout;
+            assert!(
+                text.contains("tasks in the server's tree by a pids cgroup of its own"),
+                "{ctx}: {text}"
+            );
         }
         // The credential exclusions and the TLS key folder, one row each.
         for rel in [
@@ -1572,7 +1923,7 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         w.bin = bin;
         w.extra_env
-            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,mount".into()));
+            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,keyctl".into()));
         let r = w.run(&["sandbox", "test", "--name", "probe", "--json"]);
         let ctx = format!("uid {uid}: {}", r.stderr);
         assert_eq!(r.code, 1, "{ctx}: {}", r.stdout);
@@ -1590,7 +1941,7 @@ fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
             "{ctx}: {failed:?}"
         );
         assert!(
-            failed.iter().any(|c| c.starts_with("mount")),
+            failed.iter().any(|c| c.starts_with("keyctl")),
             "{ctx}: {failed:?}"
         );
         assert_eq!(
@@ -1926,4 +2277,207 @@ fn unsandboxed_server_tree_dies_when_the_proxy_is_killed() {
 #[test]
 fn setsid_daemon_dies_on_client_eof() {
     tree_dies("eof", false, true, true);
+}
+
+/// `mcpsum-launch` of the build under test.
+fn launcher() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpsum-launch")
+}
+
+/// The Landlock ABI this kernel offers, as the plan sees it (`None`: no Landlock here).
+fn landlock_abi() -> Option<u32> {
+    let state = tempfile::tempdir().unwrap();
+    let req = mcpsum_sandbox::LaunchRequest {
+        server: "floor".into(),
+        policy: mcpsum_sandbox::ValidatedPolicy {
+            read: vec![],
+            write: vec![],
+            network: mcpsum_sandbox::NetworkMode::None,
+            protected: vec![],
+            limits: mcpsum_sandbox::Limits::default(),
+        },
+        argv: vec!["/usr/bin/true".into()],
+        env: vec![],
+        state_dir: state.path().into(),
+    };
+    mcpsum_sandbox::plan(&req).ok().map(|p| p.landlock.abi)
+}
+
+/// `mcpsum-launch __sandbox-exec SPEC` as `uid`, for a spec written by hand: the system's code
+/// readable, nothing writable, and no `seccomp` table at all.
+fn launch_bare_spec(uid: u32, abi: u32, argv: &[&str]) -> Run {
+    let spec = json!({
+        "program": argv[0],
+        "argv": argv,
+        // Real paths only: the launcher refuses a rule that opens elsewhere (`/lib` -> `/usr/lib`).
+        "read": [["/usr", true], ["/etc", false]],
+        "write": [],
+        "devices": [],
+        "egress": false,
+        "landlock_abi": abi,
+        "view": "MountNamespace",
+        "limits": {"tasks": 64},
+        "protected": [],
+        "env_names": [],
+        "parent_pid": std::process::id(),
+        "bridge_fd": null,
+    });
+    let mut argv_l = as_user(uid);
+    argv_l.extend([
+        launcher().to_owned(),
+        mcpsum_sandbox::EXEC_SUBCOMMAND.to_owned(),
+        spec.to_string(),
+    ]);
+    run_output(command_of(&argv_l, Path::new("/")).env_clear())
+}
+
+/// `setpriv` to `uid`, unless that is who runs the tests.
+fn as_user(uid: u32) -> Vec<String> {
+    if uid == current_uid() {
+        return vec![];
+    }
+    vec![
+        "/usr/bin/setpriv".to_owned(),
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".to_owned(),
+    ]
+}
+
+/// The launcher carries the AppArmor `userns` grant, so its floor must hold whatever it is
+/// handed: a spec without a seccomp table still cannot give what it executes a user namespace.
+/// A server without a sandbox policy is guarded by `mcpsum` itself, which holds no grant: it
+/// keeps what it would have outside mcpsum (a namespace of its own, as Chromium's sandbox makes).
+#[test]
+fn the_launcher_floor_refuses_namespaces_whatever_the_spec() {
+    let Some(abi) = landlock_abi() else {
+        return skip("no Landlock on this kernel");
+    };
+    for uid in users() {
+        let ctx = format!("uid {uid}");
+        // The control: the same bare spec runs a command (so a refusal below is the floor's).
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/true"]);
+        if r.code == 126 && r.stderr.contains("landlock: ") {
+            return skip(&format!(
+                "the launcher cannot apply Landlock here: {}",
+                r.stderr
+            ));
+        }
+        assert_eq!(r.code, 0, "{ctx}: {}", r.stderr);
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/unshare", "--user", "/usr/bin/true"]);
+        assert_ne!(
+            r.code, 0,
+            "{ctx}: unshare --user ran under an empty seccomp table"
+        );
+        assert!(
+            r.stderr.contains("Operation not permitted"),
+            "{ctx}: {}",
+            r.stderr
+        );
+        let r = launch_bare_spec(uid, abi, &["/usr/bin/unshare", "--mount", "/usr/bin/true"]);
+        assert_ne!(r.code, 0, "{ctx}: unshare --mount ran");
+
+        // The guard of a server without a sandbox policy is `mcpsum`'s, without the floor.
+        let mut argv = as_user(uid);
+        argv.extend([
+            env!("CARGO_BIN_EXE_mcpsum").to_owned(),
+            mcpsum_sandbox::GUARD_SUBCOMMAND.to_owned(),
+            std::process::id().to_string(),
+            "/usr/bin/unshare".to_owned(),
+            "unshare".to_owned(),
+            "--user".to_owned(),
+            "/usr/bin/true".to_owned(),
+        ]);
+        let r = run_output(&mut command_of(&argv, Path::new("/")));
+        assert_eq!(
+            r.code, 0,
+            "{ctx}: an unsandboxed server keeps its namespaces: {}",
+            r.stderr
+        );
+    }
+}
+
+/// Anything but its one entry point executes nothing: not `__guard`, which is `mcpsum`'s.
+#[test]
+fn the_launcher_run_by_hand_executes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let pid = std::process::id().to_string();
+    for args in [
+        vec![],
+        vec!["/bin/sh", "-c", script.as_str()],
+        vec!["__sandbox-probe", "[]"],
+        vec!["--", "/bin/sh", "-c", script.as_str()],
+        vec![
+            mcpsum_sandbox::GUARD_SUBCOMMAND,
+            pid.as_str(),
+            "/bin/sh",
+            "sh",
+            "-c",
+            script.as_str(),
+        ],
+    ] {
+        let r = run_output(Command::new(launcher()).args(&args));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("not meant to be run by hand"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("hint: "), "{}", r.stderr);
+    }
+    assert!(!marker.exists());
+}
+
+/// `mcpsum` itself no longer has the launcher's entry point: only `mcpsum-launch` has it, and
+/// only it gets the AppArmor profile.
+#[test]
+fn mcpsum_refuses_the_launcher_entry_point() {
+    let r = run_output(
+        Command::new(env!("CARGO_BIN_EXE_mcpsum")).args([mcpsum_sandbox::EXEC_SUBCOMMAND, "{}"]),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("unrecognized subcommand"), "{}", r.stderr);
+    assert!(!r.stderr.contains("sandbox setup failed"), "{}", r.stderr);
+}
+
+/// Without `mcpsum-launch` beside it, mcpsum starts no sandboxed server and says where it looked
+/// and what to do; a server without a sandbox policy does not need it.
+#[test]
+fn a_missing_launcher_refuses_every_sandboxed_launch_and_says_where_it_looked() {
+    let uid = current_uid();
+    let w = Sbx::new(uid);
+    let gone = w.p("bin/mcpsum-launch");
+    std::fs::remove_file(&gone).unwrap();
+    let mut plain = vec![
+        "lock".to_owned(),
+        "--name".into(),
+        "plain".into(),
+        "--".into(),
+    ];
+    plain.extend(escape_argv());
+    w.run(&plain).code(0);
+    let sandboxed = w.lock(
+        "boxed",
+        &policy(&[helper("").display().to_string()], &[], &[]),
+        &escape_argv(),
+    );
+    for (what, r) in [("sandboxed", sandboxed)] {
+        assert_eq!(r.code, 2, "{what}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("`{}` does not exist", gone.display())),
+            "{what}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("beside the `mcpsum` binary"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("next to `mcpsum`"), "{}", r.stderr);
+    }
+    let lock = w.lock_json();
+    assert!(lock["servers"].get("boxed").is_none(), "{lock}");
 }

@@ -70,6 +70,10 @@ pub enum Mode {
     Echo,
     /// Read and discard until EOF, then reply with the 8-byte count.
     Sink,
+    /// Read an 8-byte length, then discard that many bytes, then reply with the 8-byte count
+    /// (the bench: relays such as squid and tinyproxy close the whole tunnel at the client's
+    /// half-close, so the end of a transfer cannot be an EOF).
+    SinkSized,
 }
 
 /// A TLS server on 127.0.0.1:0.
@@ -90,6 +94,24 @@ pub async fn tls_server(config: Arc<ServerConfig>, mode: Mode) -> SocketAddr {
                 };
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut total: u64 = 0;
+                if let Mode::SinkSized = mode {
+                    let mut len = [0u8; 8];
+                    if tls.read_exact(&mut len).await.is_err() {
+                        return;
+                    }
+                    let want = u64::from_be_bytes(len);
+                    while total < want {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => total += n as u64,
+                        }
+                    }
+                    let _ = tls.write_all(&total.to_be_bytes()).await;
+                    let _ = tls.flush().await;
+                    // Wait for the client to close (the count must not race our close).
+                    let _ = tls.read(&mut buf).await;
+                    return;
+                }
                 loop {
                     match tls.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
@@ -264,4 +286,40 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counting<S> {
 
 pub fn server_name(s: &str) -> ServerName<'static> {
     ServerName::try_from(s.to_string()).unwrap()
+}
+
+/// `hello` (one handshake record holding one ClientHello, as a rustls client writes it) with the
+/// extension `ty` (body `body`) put first in its extension list, every length fixed up.
+pub fn with_extension(hello: &[u8], ty: u16, body: &[u8]) -> Vec<u8> {
+    assert_eq!((hello[0], hello[5]), (0x16, 1), "a ClientHello record");
+    let mut msg = hello[9..].to_vec();
+    let mut pos = 2 + 32;
+    pos += 1 + usize::from(msg[pos]);
+    pos += 2 + usize::from(u16::from_be_bytes([msg[pos], msg[pos + 1]]));
+    pos += 1 + usize::from(msg[pos]);
+    let old = u16::from_be_bytes([msg[pos], msg[pos + 1]]);
+    let added = u16::try_from(4 + body.len()).unwrap();
+    msg[pos..pos + 2].copy_from_slice(&(old + added).to_be_bytes());
+    let mut ext = ty.to_be_bytes().to_vec();
+    ext.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+    ext.extend_from_slice(body);
+    msg.splice(pos + 2..pos + 2, ext);
+    let mut out = vec![0x16, hello[1], hello[2]];
+    out.extend_from_slice(&u16::try_from(4 + msg.len()).unwrap().to_be_bytes());
+    out.push(1);
+    out.extend_from_slice(&u32::try_from(msg.len()).unwrap().to_be_bytes()[1..]);
+    out.extend_from_slice(&msg);
+    out
+}
+
+/// The body of an outer `encrypted_client_hello` extension (draft-ietf-tls-esni 5): type outer,
+/// HKDF-SHA256 / AES-128-GCM, a config id, a 32-byte encapsulated key and an encrypted inner
+/// hello (opaque bytes: the proxy never decrypts it).
+pub fn ech_outer_body() -> Vec<u8> {
+    let mut b = vec![0x00, 0x00, 0x01, 0x00, 0x01, 0x2a];
+    b.extend_from_slice(&32u16.to_be_bytes());
+    b.extend((0..32u8).map(|i| i.wrapping_mul(7)));
+    b.extend_from_slice(&208u16.to_be_bytes());
+    b.extend((0..208u8).map(|i| i.wrapping_mul(13) ^ 0x5a));
+    b
 }

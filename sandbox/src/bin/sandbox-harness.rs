@@ -1,6 +1,6 @@
-//! Test harness for `mcpsum-sandbox`'s integration tests (not shipped: mcpsum itself dispatches
-//! the hidden subcommands). `prepare` re-executes the current binary, so the tests need a binary
-//! of their own that routes `__sandbox-exec` / `__sandbox-probe` to the crate, like mcpsum does.
+//! Test harness for `mcpsum-sandbox`'s integration tests (not shipped: `mcpsum` dispatches the
+//! probe, `mcpsum-launch` is the launcher). The harness is both: it opens itself as the launcher
+//! and routes `__sandbox-exec` / `__guard` / `__sandbox-probe` to the crate.
 //!
 //! Usage: `sandbox-harness test|run <config json>`; `test` prints the `sandbox test` report as
 //! JSON, `run` runs `argv` in the sandbox with inherited stdio and exits with its status.
@@ -23,8 +23,8 @@ mod linux {
     use std::process::ExitCode;
 
     use mcpsum_sandbox::{
-        EXEC_SUBCOMMAND, EgressCheck, EgressHook, LaunchRequest, PROBE_SUBCOMMAND, Protected,
-        SandboxPolicy,
+        EXEC_SUBCOMMAND, EgressCheck, EgressHook, GUARD_SUBCOMMAND, LaunchRequest,
+        PROBE_SUBCOMMAND, Protected, SandboxPolicy,
     };
     use serde::Deserialize;
 
@@ -59,15 +59,22 @@ mod linux {
             return ExitCode::from(2);
         };
         args.remove(0);
+        // The harness is its own launcher (mcpsum uses the separate `mcpsum-launch`).
         if cmd == EXEC_SUBCOMMAND {
-            mcpsum_sandbox::launcher_main(args);
+            mcpsum_sandbox::launcher_binary_main();
+        }
+        if cmd == GUARD_SUBCOMMAND {
+            mcpsum_sandbox::guard_main(args);
         }
         if cmd == PROBE_SUBCOMMAND {
             mcpsum_sandbox::probe_main(args);
         }
-        if let Err(e) = mcpsum_sandbox::open_self_exe() {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+        match std::env::current_exe() {
+            Ok(me) => mcpsum_sandbox::open_launcher_at(&me),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
         }
         let Some(cfg) = args
             .first()
@@ -91,6 +98,7 @@ mod linux {
             state_dir: cfg.state_dir.clone(),
             binary: std::env::current_exe().map_err(|e| e.to_string())?,
             home: cfg.home.clone(),
+            other_homes: Vec::new(),
         };
         let policy = SandboxPolicy {
             read: cfg.read.clone(),

@@ -499,8 +499,10 @@ fn parse_json(shape: Shape, body: &str) -> Result<Parsed, String> {
                 check_duplicates(projects, "projects")?;
                 for p in &projects.properties {
                     if let ast::Value::Object(project) = &p.value {
-                        let prefix =
-                            format!("projects[{}].", super::edit::json_string(p.name.as_str()));
+                        let prefix = format!(
+                            "projects[{}].",
+                            super::literal::json_string(p.name.as_str())
+                        );
                         json_servers(project, "mcpServers", &prefix, &mut entries, &mut keep)?;
                     }
                 }
@@ -535,7 +537,7 @@ fn check_duplicates(obj: &ast::Object<'_>, what: &str) -> Result<(), String> {
         if !seen.insert(p.name.as_str()) {
             return Err(format!(
                 "`{what}` has two entries named {}",
-                super::edit::json_string(p.name.as_str())
+                super::literal::json_string(p.name.as_str())
             ));
         }
     }

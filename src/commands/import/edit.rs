@@ -1,16 +1,15 @@
 //! Rewriting a config file: splices over the byte ranges the readers found, a masked diff of the
-//! result for people to read, and writes that keep the file's mode and owner.
+//! result for people to read, and backups beside the file.
 //!
 //! Only the `command` and `args` values of routed entries change; every other byte of the file
 //! (order, comments, unknown keys, spacing, line endings) is copied as it was.
 
-use std::fs::File;
-use std::io::Write;
 use std::ops::Range;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::clients::{ArgsAt, Stdio};
+use super::literal::{json_string, toml_string};
+use crate::fsutil;
 use crate::output::{self, paint, style};
 
 /// Replace `range` of the original text with `text`.
@@ -111,63 +110,8 @@ pub fn render_diff(label: &str, old: &str, new: &str) -> String {
     out
 }
 
-/// A JSON string literal.
-pub fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
-}
-
-/// A TOML basic string: `"` and `\` escaped, control characters as `\uXXXX`.
-pub fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Replaces `path` with `bytes` atomically: a temporary file beside it with the old file's mode
-/// and owner, fsync, rename over, fsync the directory. An interrupted write leaves the old file.
-/// Without `like` (a new file) the mode is 0600.
-pub fn write_atomic(
-    path: &Path,
-    bytes: &[u8],
-    like: Option<&std::fs::Metadata>,
-) -> std::io::Result<()> {
-    let dir = parent(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}.mcpsum-"))
-        .suffix(".tmp")
-        .tempfile_in(&dir)?;
-    match like {
-        Some(like) => same_mode_and_owner(tmp.as_file(), like)?,
-        None => {
-            use std::os::unix::fs::PermissionsExt;
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    File::open(&dir)?.sync_all()
-}
-
 /// Writes `bytes` to a new file beside `path`, `NAME.mcpsum-backup-STAMP` (never over an existing
-/// file), with `path`'s mode and owner. Returns the backup's path.
+/// file), with `path`'s mode and owner ([`fsutil::create_new`]). Returns the backup's path.
 pub fn write_backup(
     path: &Path,
     bytes: &[u8],
@@ -178,7 +122,7 @@ pub fn write_backup(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dir = parent(path);
+    let dir = fsutil::parent_dir(path);
     for n in 1..1000 {
         let suffix = if n == 1 {
             String::new()
@@ -186,47 +130,16 @@ pub fn write_backup(
             format!("-{n}")
         };
         let backup = dir.join(format!("{name}.mcpsum-backup-{stamp}{suffix}"));
-        let mut file = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&backup)
-        {
-            Ok(f) => f,
+        match fsutil::create_new(&backup, bytes, like) {
+            Ok(()) => return Ok(backup),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
-        };
-        let written = same_mode_and_owner(&file, like)
-            .and_then(|()| file.write_all(bytes))
-            .and_then(|()| file.sync_all());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&backup);
-            return Err(e);
         }
-        File::open(&dir)?.sync_all()?;
-        return Ok(backup);
     }
     Err(std::io::Error::new(
         std::io::ErrorKind::AlreadyExists,
         "too many backups with the same time stamp",
     ))
-}
-
-/// Gives `file` the mode and owner of `like`: a config may hold secrets (mode 0600), and a
-/// rewrite by root must not leave a user's file owned by root.
-fn same_mode_and_owner(file: &File, like: &std::fs::Metadata) -> std::io::Result<()> {
-    file.set_permissions(like.permissions())?;
-    let mine = file.metadata()?;
-    if mine.uid() != like.uid() || mine.gid() != like.gid() {
-        std::os::unix::fs::fchown(file, Some(like.uid()), Some(like.gid()))?;
-    }
-    Ok(())
-}
-
-fn parent(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
 }
 
 #[cfg(test)]
@@ -278,12 +191,6 @@ mod tests {
             routed(Shape::CodexToml, inline),
             "mcp_servers = { a = { command = \"/bin/mcpsum\", args = [\"proxy\", \"--name\", \"a\", \"--lockfile\", \"/l/mcp.lock\"], env = { K = \"v\" } } }\n"
         );
-    }
-
-    #[test]
-    fn strings_escape() {
-        assert_eq!(toml_string("a\"b\\c\u{1}"), "\"a\\\"b\\\\c\\u0001\"");
-        assert_eq!(json_string("a\"b"), "\"a\\\"b\"");
     }
 
     #[test]

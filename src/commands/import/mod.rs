@@ -13,6 +13,7 @@
 
 mod clients;
 mod edit;
+mod literal;
 mod undo;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -219,14 +220,14 @@ fn config_name(source: &Source) -> String {
 
 /// Reads and parses one file. `None` when it does not exist.
 fn load(source: Source) -> Result<Option<Loaded>> {
-    let bytes = match std::fs::read(&source.path) {
+    let bytes = match fs_err::read(&source.path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(Error::new(format!("cannot read {}", config_name(&source))).cause(e));
         }
     };
-    let real = std::fs::canonicalize(&source.path).unwrap_or_else(|_| source.path.clone());
+    let real = fs_err::canonicalize(&source.path).unwrap_or_else(|_| source.path.clone());
     let invalid = |why: String| {
         Error::new(format!("cannot read {}", config_name(&source)))
             .cause(why)
@@ -613,7 +614,7 @@ fn write_all<'a>(
     for r in rewrites {
         let step = || -> Result<undo::FileRecord> {
             // The servers took a while to lock: refuse a file that changed meanwhile.
-            let now = std::fs::read(&r.real)
+            let now = fs_err::read(&r.real)
                 .map_err(|e| Error::new(format!("cannot read `{}`", r.path.display())).cause(e))?;
             if now != r.before {
                 return Err(Error::new(format!(
@@ -622,7 +623,7 @@ fn write_all<'a>(
                 ))
                 .hint("run `mcpsum import --write` again"));
             }
-            let meta = std::fs::metadata(&r.real)
+            let meta = fs_err::metadata(&r.real)
                 .map_err(|e| Error::new(format!("cannot read `{}`", r.path.display())).cause(e))?;
             let backup =
                 edit::write_backup(&r.real, &r.before, &meta, &file_stamp).map_err(|e| {
@@ -664,7 +665,7 @@ fn write_all<'a>(
     }) {
         // Without a record `--undo` could not restore them: write nothing.
         for rec in &records_backups {
-            let _ = std::fs::remove_file(rec);
+            let _ = fs_err::remove_file(rec);
         }
         for r in &ready {
             failures.push(format!("`{}` was not rewritten", r.path.display()));
@@ -675,8 +676,8 @@ fn write_all<'a>(
 
     let mut landed = Vec::new();
     for r in ready {
-        let meta = std::fs::metadata(&r.real);
-        let written = meta.and_then(|m| edit::write_atomic(&r.real, &r.after, Some(&m)));
+        // The config keeps its own mode and owner (a file that holds secrets stays 0600).
+        let written = crate::fsutil::replace(&r.real, &r.after, crate::fsutil::Replace::default());
         match written {
             Ok(()) => landed.push(r),
             Err(e) => {

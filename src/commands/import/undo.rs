@@ -98,8 +98,7 @@ pub fn save(path: &Path, manifest: &Manifest) -> Result<()> {
             .cause(e)
             .hint("check that the state directory is writable (`MCPSUM_STATE_DIR`)")
     };
-    let like = std::fs::metadata(path).ok();
-    super::edit::write_atomic(path, &bytes, like.as_ref()).map_err(fail)
+    crate::fsutil::replace(path, &bytes, crate::fsutil::Replace::default()).map_err(fail)
 }
 
 /// Appends `record` to the manifest under the state directory's lock.
@@ -155,10 +154,14 @@ pub fn run() -> Result<Exit> {
 
     for (f, state) in &plan {
         if let FileState::AsWritten(backup) = state {
-            let like = std::fs::metadata(&f.backup).map_err(|e| {
+            let like = fs_err::metadata(&f.backup).map_err(|e| {
                 Error::new(format!("cannot read `{}`", f.backup.display())).cause(e)
             })?;
-            super::edit::write_atomic(&f.path, backup, Some(&like)).map_err(|e| {
+            let opts = crate::fsutil::Replace {
+                like: Some(&like),
+                ..crate::fsutil::Replace::default()
+            };
+            crate::fsutil::replace(&f.path, backup, opts).map_err(|e| {
                 Error::new(format!("cannot restore `{}`", f.path.display()))
                     .cause(e)
                     .hint(format!(
@@ -181,7 +184,7 @@ pub fn run() -> Result<Exit> {
     }
     // Backups go only once every file is back, so an interrupted undo can be run again.
     for (f, _) in &plan {
-        let _ = std::fs::remove_file(&f.backup);
+        let _ = fs_err::remove_file(&f.backup);
     }
     let lockfile = record.lockfile.clone();
     let locked_any = record.files.iter().any(|f| !f.servers.is_empty());
@@ -212,7 +215,7 @@ fn nothing_to_undo(path: &Path) -> Error {
 /// Whether `f` can be restored: the backup must be the file as it was, and the file must be
 /// what the import wrote (or already back as it was).
 fn check(f: &FileRecord) -> std::result::Result<FileState, String> {
-    let backup = std::fs::read(&f.backup).map_err(|e| {
+    let backup = fs_err::read(&f.backup).map_err(|e| {
         format!(
             "`{}`: its backup `{}` cannot be read ({e})",
             f.path.display(),
@@ -226,7 +229,7 @@ fn check(f: &FileRecord) -> std::result::Result<FileState, String> {
             f.backup.display()
         ));
     }
-    let current = std::fs::read(&f.path).map_err(|e| {
+    let current = fs_err::read(&f.path).map_err(|e| {
         format!(
             "`{}` cannot be read ({e}); its backup is `{}`",
             f.path.display(),

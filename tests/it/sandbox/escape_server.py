@@ -101,7 +101,7 @@ def status_field(name):
 
 def escape(a):
     ppid = os.getppid()
-    r = {"ppid": ppid, "uid": os.getuid()}
+    r = {"ppid": ppid, "pid": os.getpid(), "uid": os.getuid()}
     r["read_ssh_key"] = attempt(lambda: read(os.path.join(a["home"], ".ssh", "id_ed25519")))
     r["list_home"] = attempt(lambda: os.listdir(a["home"]))
     r["read_lockfile"] = attempt(lambda: read(a["lockfile"]))
@@ -156,9 +156,31 @@ def escape(a):
         r["env_names"] = sorted(
             kv.split(b"=", 1)[0].decode() for kv in f.read().split(b"\0") if kv
         )
+    # The task cgroup (a root server's task limit): leaving it for the parent's, raising its
+    # pids.max.
+    own = pids_cgroup()
+    r["cgroup"] = own
+    r["cgroup_leave"] = attempt(lambda: write_text(os.path.join(os.path.dirname(own), "cgroup.procs"), str(os.getpid())))
+    r["cgroup_raise"] = attempt(lambda: write_text(os.path.join(own, "pids.max"), "max"))
     r["no_new_privs"] = status_field("NoNewPrivs")
     r["cap_eff"] = status_field("CapEff")
     return r
+
+
+def pids_cgroup():
+    """The folder of this process's pids cgroup (v1 `pids` hierarchy, else cgroup v2)."""
+    with open("/proc/self/cgroup") as f:
+        lines = [l.rstrip("\n").split(":", 2) for l in f]
+    for _, controllers, path in lines:
+        if "pids" in controllers.split(","):
+            return "/sys/fs/cgroup/pids" + path
+    return "/sys/fs/cgroup" + next((p for i, c, p in lines if i == "0"), "/")
+
+
+def write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
 
 
 def with_fd(path, fn):
