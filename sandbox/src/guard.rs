@@ -21,7 +21,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpid, getppid};
 
-use crate::launcher::{Fail, fail};
+use crate::fail::{Fail, fail};
 
 /// The signals the guard waits for; blocked so `sigwait` takes them.
 fn waited() -> SigSet {
@@ -41,8 +41,7 @@ fn waited() -> SigSet {
 /// Splits the launcher. Returns the guard's pid in the child (which goes on to launch the
 /// server); the guard itself never returns.
 pub(crate) fn split(parent: i32) -> Result<i32, Fail> {
-    let err =
-        |what: &str, e: nix::Error| fail("guard", format!("{what}: {e}"), crate::launcher::BUG);
+    let err = |what: &str, e: nix::Error| fail("guard", format!("{what}: {e}"), crate::fail::BUG);
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| err("PR_SET_CHILD_SUBREAPER", e))?;
     let set = waited();
     let mut old = SigSet::empty();

@@ -17,6 +17,7 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
+pub(crate) use crate::fail::{BUG, Fail, fail};
 use crate::plan::{ReadOnlyView, SeccompTable};
 use crate::policy::Limits;
 use crate::{APPARMOR_FIX, SETUP_FAILED_EXIT};
@@ -42,35 +43,6 @@ pub(crate) struct LauncherSpec {
     pub(crate) bridge_fd: Option<RawFd>,
 }
 
-/// A layer that could not be applied: printed as one line, then exit 126.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    layer: &'static str,
-    cause: String,
-    fix: String,
-}
-
-pub(crate) fn fail(layer: &'static str, cause: impl ToString, fix: impl Into<String>) -> Fail {
-    Fail {
-        layer,
-        cause: cause.to_string(),
-        fix: fix.into(),
-    }
-}
-
-impl std::fmt::Display for Fail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}{}: {}; {}",
-            crate::SETUP_FAILED_PREFIX,
-            self.layer,
-            self.cause,
-            self.fix
-        )
-    }
-}
-
 pub(crate) fn main(args: Vec<OsString>) -> ! {
     let err = match run(&args) {
         Ok(never) => match never {},
@@ -79,8 +51,6 @@ pub(crate) fn main(args: Vec<OsString>) -> ! {
     let _ = std::io::stderr().write_all(format!("{err}\n").as_bytes());
     std::process::exit(SETUP_FAILED_EXIT)
 }
-
-pub(crate) const BUG: &str = "this is a bug in mcpsum; please report it";
 
 fn run(args: &[OsString]) -> Result<std::convert::Infallible, Fail> {
     let [spec] = args else {
@@ -301,7 +271,7 @@ impl Sys for RealSys {
     fn enter_namespaces(&mut self, network: bool) -> Result<(), Fail> {
         // The profile attaches to this launcher binary, not to mcpsum: only here can the label
         // be read (design 8).
-        crate::prepare::check_apparmor_userns()
+        crate::apparmor::check_apparmor_userns()
             .map_err(|cause| fail("user namespace", cause, APPARMOR_FIX))?;
         let Some((uid, gid)) = self.ids else {
             return Err(fail("user namespace", "mapped before unshare", BUG));

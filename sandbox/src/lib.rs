@@ -102,7 +102,11 @@ mod policy;
 mod report_model;
 
 #[cfg(target_os = "linux")]
+mod apparmor;
+#[cfg(target_os = "linux")]
 mod cgroup;
+#[cfg(target_os = "linux")]
+mod fail;
 #[cfg(target_os = "linux")]
 mod guard;
 #[cfg(target_os = "linux")]

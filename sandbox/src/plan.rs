@@ -505,7 +505,7 @@ fn userns_unavailable() -> Option<String> {
     if !root && read("/proc/sys/kernel/unprivileged_userns_clone").is_ok_and(|v| v == "0") {
         return Some("kernel.unprivileged_userns_clone is 0".into());
     }
-    if crate::prepare::apparmor_restricts_userns() {
+    if crate::apparmor::apparmor_restricts_userns() {
         return Some("AppArmor restricts unprivileged user namespaces".into());
     }
     None
