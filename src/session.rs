@@ -185,7 +185,7 @@ pub fn classify(exe: &Path, argv: &[String]) -> (String, bool) {
 /// person's shell, the client among them, so it says nothing; `None` then.
 fn stdio_of(pid: &str) -> Option<[PathBuf; 2]> {
     let link = |fd: u8| {
-        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        fs_err::read_link(format!("/proc/{pid}/fd/{fd}"))
             .ok()
             .filter(|l| {
                 let l = l.to_string_lossy();
@@ -198,7 +198,7 @@ fn stdio_of(pid: &str) -> Option<[PathBuf; 2]> {
 /// The pid tracing process `pid` (`TracerPid` of `/proc/PID/status`), if any: a tracer that
 /// is its parent (strace, ltrace) runs it for the client, yet gives it stdio of its own.
 fn tracer_of(pid: &str) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = fs_err::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let tracer: u32 = status
         .lines()
         .find_map(|l| l.strip_prefix("TracerPid:"))?
