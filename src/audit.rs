@@ -5,7 +5,7 @@
 //! environment values; a digest of the arguments is enough to correlate.
 //!
 //! Every string a record carries may come from a client or a server (a tool name, a URI, a host,
-//! a reason that quotes them), so every record passes [`cap`] on its way to the file: a string
+//! a reason that quotes them), so every record passes `cap` on its way to the file: a string
 //! longer than [`FIELD_MAX`] bytes keeps a prefix and the SHA-256 digest of the whole. A client
 //! that names a 4 MiB tool costs the log a few hundred bytes, not 4 MiB per record.
 

@@ -758,7 +758,7 @@ fn avoided_paths_with(
 
 /// The last line of defence, whatever a rule's origin: no read rule is `/` or an ancestor of
 /// a protected home directory (each would open every user's files), by path or, through a bind
-/// mount, by identity ([`folder_in_disguise`]); no rule the plan derived itself (runtime base,
+/// mount, by identity (`folder_in_disguise`); no rule the plan derived itself (runtime base,
 /// command and interpreter prefixes) covers a protected path, any user's home, a credential
 /// path or the TLS keys. Only `filesystem.read` entries may open the home directory or a
 /// credential path, on purpose (`sandbox test` and `lock` warn about the latter).
