@@ -161,7 +161,8 @@ cp "$launcher" "$root/usr/local/bin/mcpsum-launch"
 cp "$here/scripts/vm/mcp-server.sh" "$root/usr/local/bin/mcp-server.sh"
 cp "$here/scripts/vm/init" "$root/init"
 chmod 0755 "$root/init" "$root/usr/local/bin/"*
-for lib in $(ldd "$binary" "$launcher" | grep -o '/[^ ]*' | sort -u); do
+# One file per ldd call: given two, ldd heads each list with the file's name and a colon.
+for lib in $({ ldd "$binary"; ldd "$launcher"; } | grep -o '/[^ ]*' | sort -u); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done
