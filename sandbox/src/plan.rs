@@ -492,6 +492,18 @@ pub fn plan(req: &LaunchRequest) -> Result<SandboxPlan, SandboxError> {
     }
 }
 
+/// `clone` with any `CLONE_NEW*` flag (one masked-equality rule per flag): the plan's table and
+/// the launcher's floor both refuse it.
+pub(crate) fn clone_new_rule() -> SyscallRule {
+    SyscallRule {
+        syscall: "clone".into(),
+        any_of: CLONE_NEW_FLAGS
+            .iter()
+            .map(|f| vec![ArgCmp::HasBits(0, *f)])
+            .collect(),
+    }
+}
+
 /// Why this machine cannot give the launcher a user namespace, read from the settings that
 /// refuse one (`user.max_user_namespaces`, Debian's `kernel.unprivileged_userns_clone`, Ubuntu's
 /// AppArmor restriction); `None` when nothing refuses it.
@@ -1351,13 +1363,7 @@ pub fn seccomp_table(network: &NetworkMode, abi: u32, view: &ReadOnlyView) -> Se
                 .collect(),
         });
     }
-    eperm.push(SyscallRule {
-        syscall: "clone".into(),
-        any_of: CLONE_NEW_FLAGS
-            .iter()
-            .map(|f| vec![ArgCmp::HasBits(0, *f)])
-            .collect(),
-    });
+    eperm.push(clone_new_rule());
     eperm.push(SyscallRule {
         syscall: "personality".into(),
         any_of: vec![

@@ -14,7 +14,7 @@ use seccompiler::{
     SeccompRule, TargetArch, sock_filter,
 };
 
-use crate::plan::{ArgCmp, CLONE_NEW_FLAGS, SeccompTable, SyscallRule};
+use crate::plan::{ArgCmp, SeccompTable, SyscallRule};
 
 /// The compiled filters, in installation order.
 pub(crate) struct Compiled {
@@ -47,13 +47,7 @@ pub(crate) fn floor_table() -> SeccompTable {
             any_of: vec![],
         })
         .collect();
-    eperm.push(SyscallRule {
-        syscall: "clone".into(),
-        any_of: CLONE_NEW_FLAGS
-            .iter()
-            .map(|f| vec![ArgCmp::HasBits(0, *f)])
-            .collect(),
-    });
+    eperm.push(crate::plan::clone_new_rule());
     SeccompTable {
         x32_guard: cfg!(target_arch = "x86_64"),
         enosys: vec![SyscallRule {
