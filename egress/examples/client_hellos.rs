@@ -8,6 +8,10 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The tests' ClientHello helpers, so a seed and a test hello are made the same way.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -62,28 +66,11 @@ fn main() {
 }
 
 /// `hello` (one record, one ClientHello) with an outer `encrypted_client_hello` extension first
-/// in its list: HKDF-SHA256 / AES-128-GCM, a 32-byte key and an opaque payload.
+/// in its list, built by the same helpers the ECH tests use.
 fn with_ech(hello: &[u8]) -> Vec<u8> {
-    let mut body = vec![0x00, 0x00, 0x01, 0x00, 0x01, 0x2a, 0x00, 0x20];
-    body.extend((0..32u8).map(|i| i.wrapping_mul(7)));
-    body.extend_from_slice(&[0x00, 0xd0]);
-    body.extend((0..208u8).map(|i| i.wrapping_mul(13) ^ 0x5a));
-    let mut msg = hello[9..].to_vec();
-    let mut pos = 2 + 32;
-    pos += 1 + usize::from(msg[pos]);
-    pos += 2 + usize::from(u16::from_be_bytes([msg[pos], msg[pos + 1]]));
-    pos += 1 + usize::from(msg[pos]);
-    let old = u16::from_be_bytes([msg[pos], msg[pos + 1]]);
-    let added = u16::try_from(4 + body.len()).unwrap();
-    msg[pos..pos + 2].copy_from_slice(&(old + added).to_be_bytes());
-    let mut ext = vec![0xfe, 0x0d];
-    ext.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
-    ext.extend_from_slice(&body);
-    msg.splice(pos + 2..pos + 2, ext);
-    let mut out = vec![0x16, hello[1], hello[2]];
-    out.extend_from_slice(&u16::try_from(4 + msg.len()).unwrap().to_be_bytes());
-    out.push(1);
-    out.extend_from_slice(&u32::try_from(msg.len()).unwrap().to_be_bytes()[1..]);
-    out.extend_from_slice(&msg);
-    out
+    common::with_extension(
+        hello,
+        mcpsum_egress::ECH_EXTENSION,
+        &common::ech_outer_body(),
+    )
 }
