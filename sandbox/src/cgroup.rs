@@ -97,14 +97,29 @@ pub(crate) fn enter(guard: i32, tasks: u64) -> Result<PathBuf, String> {
         std::fs::write(dir.join(file), data)
             .map_err(|e| format!("writing `{}`: {e}", dir.join(file).display()))
     };
-    // `0` is the writing process itself.
-    match write("pids.max", tasks.to_string()).and_then(|()| write("cgroup.procs", "0".into())) {
+    // `0` is the writing thread itself. `cgroup.procs` moves a whole thread group under the
+    // kernel's global threadgroup lock, whose writer waits for an RCU grace period (7-18 ms
+    // seen here, on the launch path); cgroup v1's `tasks` moves one thread and takes no global
+    // lock (0.4 ms). One thread is the whole process while the launcher has no other thread,
+    // which it never has after the guard's fork; v2 moves threads only inside a threaded
+    // subtree, so it keeps `cgroup.procs`.
+    let join = if dir.join("tasks").exists() && single_threaded() {
+        "tasks"
+    } else {
+        "cgroup.procs"
+    };
+    match write("pids.max", tasks.to_string()).and_then(|()| write(join, "0".into())) {
         Ok(()) => Ok(dir),
         Err(e) => {
             let _ = std::fs::remove_dir(&dir);
             Err(e)
         }
     }
+}
+
+/// Whether this process has one thread (`/proc/self/task` lists one entry).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
 }
 
 /// Removes the folder of the guard `guard`, a child of the caller's pids cgroup, once it is
