@@ -118,6 +118,37 @@ def check_report(case, abi):
     return doc, problems
 
 
+ESCAPE_ATTEMPTS = 12
+ESCAPE_CONTROLS = 3
+
+
+def check_escape(value):
+    """Problems with one escape battery fact: `limit=N` then the servers' lines, each start
+    ending in `done`."""
+    words = value.split()
+    if not words or not words[0].startswith("limit="):
+        return ["no limit recorded"]
+    limit = int(words[0][len("limit="):])
+    problems = []
+    starts = words.count("done")
+    if starts == 0:
+        return ["the escape server never finished its attempts"]
+    for i, w in enumerate(words[:-1]):
+        if w == "ESCAPED":
+            problems.append(f"`{words[i + 1]}` was not refused")
+        elif w == "FAILED":
+            problems.append(f"control `{words[i + 1]}` failed (the write set must stay writable)")
+        elif w == "bomb":
+            n = int(words[i + 1]) if words[i + 1].isdigit() else -1
+            if not 0 < n < limit:
+                problems.append(f"the fork bomb forked {n} children, the limit is {limit} tasks")
+    if words.count("refused") + words.count("ESCAPED") != ESCAPE_ATTEMPTS * starts:
+        problems.append(f"expected {ESCAPE_ATTEMPTS} attempts per start")
+    if words.count("ok") + words.count("FAILED") != ESCAPE_CONTROLS * starts:
+        problems.append(f"expected {ESCAPE_CONTROLS} controls per start")
+    return problems
+
+
 def check_case(case, abi):
     """(problems, detail, report document or None) for one case."""
     rc, want = case["rc"], case["want"]
@@ -232,8 +263,24 @@ def main():
                     fail(f"{key}: the server started {n} time(s) although its sandbox could not be built")
             elif n == 0:
                 fail(f"{key}: the server never started")
+    # The escape battery's outcomes (scripts/vm/escape-server.sh), one fact per user and mode.
+    escapes = {k: v for k, v in facts.items() if k.startswith("escape-")}
+    for key, value in sorted(escapes.items()):
+        problems = check_escape(value)
+        words = value.split()
+        held = sum(1 for w in words if w == "refused")
+        bombs = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "bomb"]
+        print(f"   {'ok  ' if not problems else 'FAIL'}  {key:<55} {held} attempts refused, "
+              f"fork bomb stopped at {'/'.join(bombs) or '?'}")
+        for p in problems:
+            fail(f"{key}: {p}")
+    if a.mode == "main" and done:
+        for u in ("root", "tester"):
+            for net in ("none", "allow"):
+                if f"escape-{net}-{u}" not in escapes:
+                    fail(f"no escape battery result for {u} with {net}")
     if a.mode == "main":
-        expected_cases = 10
+        expected_cases = 14
         for knob, n in [("kernel.unprivileged_userns_clone", 3), ("user.max_user_namespaces", 6)]:
             if f"knob-missing-{knob}" not in facts:
                 expected_cases += n
