@@ -77,13 +77,12 @@ impl Launch {
         if !learn {
             return Ok(self);
         }
-        let file = crate::learning::ensure_observation_file(state_dir, &self.server).map_err(
-            |e| {
+        let file =
+            crate::learning::ensure_observation_file(state_dir, &self.server).map_err(|e| {
                 Error::new(format!("cannot learn server `{}`", self.server))
                     .cause(e)
                     .hint("check that the state directory is writable (`$MCPSUM_STATE_DIR`)")
-            },
-        )?;
+            })?;
         if self.sandbox.is_some() {
             crate::output::warn(&format!(
                 "learn mode: server `{}` runs without its `policy.sandbox` while mcpsum records what it uses",

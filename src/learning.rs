@@ -385,7 +385,10 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
         {
             (parent.to_path_buf(), "the folder of files it wrote")
         } else if ctx.folder_ok(w, true) || (!ctx.is_home_or_above(w) && w.parent().is_some()) {
-            (w.clone(), "a file it wrote (kept exact: its folder is too wide to grant)")
+            (
+                w.clone(),
+                "a file it wrote (kept exact: its folder is too wide to grant)",
+            )
         } else {
             s.warnings.push(format!(
                 "wrote `{}`: too wide to grant; left out",
@@ -398,10 +401,7 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
     }
     let write_roots: Vec<PathBuf> = write_dirs.keys().cloned().collect();
     for (dir, (n, what)) in &write_dirs {
-        if write_roots
-            .iter()
-            .any(|o| o != dir && dir.starts_with(o))
-        {
+        if write_roots.iter().any(|o| o != dir && dir.starts_with(o)) {
             continue;
         }
         s.write.push(Proposed {
@@ -474,7 +474,10 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
         let what = if *n == 1 && !rule.is_dir() {
             why.clone()
         } else {
-            format!("{why}: {n} path{} read below it", if *n == 1 { "" } else { "s" })
+            format!(
+                "{why}: {n} path{} read below it",
+                if *n == 1 { "" } else { "s" }
+            )
         };
         s.read.push(Proposed {
             entry: ctx.shown(rule),
@@ -744,7 +747,11 @@ mod tests {
         );
         let policy = s.policy().to_string();
         assert!(!policy.contains(".ssh"), "{policy}");
-        assert!(s.notes.iter().any(|n| n.contains("1 lookup")), "{:?}", s.notes);
+        assert!(
+            s.notes.iter().any(|n| n.contains("1 lookup")),
+            "{:?}",
+            s.notes
+        );
     }
 
     #[test]
@@ -788,7 +795,10 @@ mod tests {
             &ctx,
         );
         let allow: Vec<&str> = s.allow.iter().map(|p| p.entry.as_str()).collect();
-        assert_eq!(allow, ["127.0.0.1:8443", "api.example.com:443", "localhost:8443"]);
+        assert_eq!(
+            allow,
+            ["127.0.0.1:8443", "api.example.com:443", "localhost:8443"]
+        );
         assert!(s.notes.is_empty(), "{:?}", s.notes);
         assert_eq!(s.policy()["filesystem"]["read"], serde_json::json!([]));
     }
@@ -798,6 +808,10 @@ mod tests {
         let Some(interp) = interpreter_of(Path::new("/bin/sh")) else {
             return; // a static shell
         };
-        assert!(interp.to_string_lossy().contains("ld"), "{}", interp.display());
+        assert!(
+            interp.to_string_lossy().contains("ld"),
+            "{}",
+            interp.display()
+        );
     }
 }

@@ -334,11 +334,9 @@ async fn run(
     rec.host = Some(host.clone());
     rec.port = Some(target.port);
     let decision = match (decide_target(&config.allowlist, &target), &target.host) {
-        (TargetDecision::NotListed, Host::Name(_)) if config.learn => {
-            TargetDecision::Resolve {
-                rule: String::new(),
-            }
-        }
+        (TargetDecision::NotListed, Host::Name(_)) if config.learn => TargetDecision::Resolve {
+            rule: String::new(),
+        },
         (TargetDecision::NotListed, Host::Ip(ip)) if config.learn => TargetDecision::Connect {
             rule: String::new(),
             addr: SocketAddr::new(*ip, target.port),
@@ -376,7 +374,10 @@ async fn run(
             let mut vetted = vet_addresses(&config.allowlist, target.port, &ips);
             if config.learn {
                 // Learning: the addresses are recorded (`resolved`), and all are tried.
-                vetted.kept = ips.iter().map(|ip| SocketAddr::new(*ip, target.port)).collect();
+                vetted.kept = ips
+                    .iter()
+                    .map(|ip| SocketAddr::new(*ip, target.port))
+                    .collect();
                 vetted.dropped.clear();
             }
             rec.dropped = vetted

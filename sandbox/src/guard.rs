@@ -103,7 +103,10 @@ fn watch(parent: i32, server: Pid, set: &SigSet, keep: &[std::os::fd::RawFd]) ->
     }
     // Except what learning needs (its listener and observation file).
     let mut from = 3u32;
-    let mut keep: Vec<u32> = keep.iter().filter_map(|fd| u32::try_from(*fd).ok()).collect();
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|fd| u32::try_from(*fd).ok())
+        .collect();
     keep.sort_unstable();
     for fd in keep.into_iter().filter(|fd| *fd >= 3) {
         if fd > from {

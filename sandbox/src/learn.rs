@@ -354,8 +354,8 @@ fn open_obs(path: PathBuf, flags: u64) -> Option<Observation> {
     if flags & libc::O_PATH != 0 {
         return None;
     }
-    let writes = flags & libc::O_ACCMODE != libc::O_RDONLY
-        || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+    let writes =
+        flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
     Some(if writes {
         Observation::Write { path }
     } else {
@@ -390,7 +390,10 @@ fn connect_obs(pid: u32, addr: u64, len: u64) -> Option<Observation> {
         libc::AF_UNIX if buf.len() > 2 => {
             let name = &buf[2..];
             let path = if name[0] == 0 {
-                let end = name[1..].iter().position(|b| *b == 0).map_or(name.len(), |e| e + 1);
+                let end = name[1..]
+                    .iter()
+                    .position(|b| *b == 0)
+                    .map_or(name.len(), |e| e + 1);
                 let mut p = b"@".to_vec();
                 p.extend_from_slice(&name[1..end]);
                 PathBuf::from(OsString::from_vec(p))
@@ -487,7 +490,10 @@ mod tests {
             resolve(d.clone(), b"../data/./x.txt"),
             Some(PathBuf::from("/srv/data/x.txt"))
         );
-        assert_eq!(resolve(d.clone(), b"/etc//passwd"), Some(PathBuf::from("/etc/passwd")));
+        assert_eq!(
+            resolve(d.clone(), b"/etc//passwd"),
+            Some(PathBuf::from("/etc/passwd"))
+        );
         assert_eq!(resolve(None, b"rel"), None);
         assert_eq!(resolve(d, b""), None);
     }

@@ -305,8 +305,11 @@ pub(crate) fn notify_sizes_fit() -> io::Result<bool> {
             &raw mut sizes,
         )
     })?;
-    Ok(usize::from(sizes.seccomp_notif) <= std::mem::size_of::<libc::seccomp_notif>()
-        && usize::from(sizes.seccomp_notif_resp) <= std::mem::size_of::<libc::seccomp_notif_resp>())
+    Ok(
+        usize::from(sizes.seccomp_notif) <= std::mem::size_of::<libc::seccomp_notif>()
+            && usize::from(sizes.seccomp_notif_resp)
+                <= std::mem::size_of::<libc::seccomp_notif_resp>(),
+    )
 }
 
 /// Waits for the next notification on `listener` (`SECCOMP_IOCTL_NOTIF_RECV`).

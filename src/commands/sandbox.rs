@@ -334,9 +334,7 @@ pub fn suggest(
         path.display(),
         args.name
     ));
-    out.push_str(
-        &serde_json::to_string_pretty(&s.policy()).unwrap_or_default(),
-    );
+    out.push_str(&serde_json::to_string_pretty(&s.policy()).unwrap_or_default());
     out.push('\n');
     output::stdout(&out);
     Ok(Exit::Ok)

@@ -30,7 +30,9 @@ fn https_host(w: &Sbx) -> Option<(Child, u16, String)> {
     }
     let (cert, key) = (w.s("data/ca.pem"), w.root.join("key.pem"));
     let ok = Command::new("/usr/bin/openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
         .args(["-subj", "/CN=localhost"])
         .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
         .arg("-keyout")
@@ -151,7 +153,10 @@ fn learn_suggest_paste_and_run_sandboxed() {
             );
             exercise(&mut s, &w, port, &format!("{ctx}, learning"));
             let r = s.call("read", json!({"path": w.s("home/.ssh/id_ed25519")}));
-            assert_eq!(r["value"], "SECRET-SSH-KEY", "{ctx}: learning is not sandboxed");
+            assert_eq!(
+                r["value"], "SECRET-SSH-KEY",
+                "{ctx}: learning is not sandboxed"
+            );
             assert!(
                 s.stderr().contains("runs without its `policy.sandbox`"),
                 "{ctx}: {}",
@@ -171,7 +176,10 @@ fn learn_suggest_paste_and_run_sandboxed() {
             ("the folder made", w.s("data/out/cache")),
             ("the script run", w.s("data/bin/tool.sh")),
         ] {
-            assert!(observed.contains(&needle), "{ctx}: {what} is observed:\n{observed}");
+            assert!(
+                observed.contains(&needle),
+                "{ctx}: {what} is observed:\n{observed}"
+            );
         }
         assert!(observed.contains(r#""op":"exec""#), "{ctx}: {observed}");
 
@@ -217,8 +225,14 @@ fn learn_suggest_paste_and_run_sandboxed() {
         );
         match port {
             Some(port) => {
-                assert!(allow.contains(&format!("localhost:{port}")), "{ctx}: {proposal}");
-                assert!(allow.contains(&format!("127.0.0.1:{port}")), "{ctx}: {proposal}");
+                assert!(
+                    allow.contains(&format!("localhost:{port}")),
+                    "{ctx}: {proposal}"
+                );
+                assert!(
+                    allow.contains(&format!("127.0.0.1:{port}")),
+                    "{ctx}: {proposal}"
+                );
             }
             None => assert!(allow.is_empty(), "{ctx}: {proposal}"),
         }
@@ -232,7 +246,9 @@ fn learn_suggest_paste_and_run_sandboxed() {
         let doc: Value = serde_json::from_str(&r.stdout).unwrap();
         let refused = strings(&doc["learned"]["refused"]);
         assert!(
-            !refused.iter().any(|l| l.contains(&w.s("data/")) || l.starts_with("connect")),
+            !refused
+                .iter()
+                .any(|l| l.contains(&w.s("data/")) || l.starts_with("connect")),
             "{ctx}: the proposal grants what was observed: {refused:?}"
         );
         {
@@ -253,7 +269,11 @@ fn learn_suggest_paste_and_run_sandboxed() {
                 "write",
                 json!({"path": w.s("data/proj/src/main.txt"), "text": "x"}),
             );
-            assert_eq!(r["ok"], json!(false), "{ctx}: a read path is not writable: {r}");
+            assert_eq!(
+                r["ok"],
+                json!(false),
+                "{ctx}: a read path is not writable: {r}"
+            );
         }
 
         // Observations add up until `--reset`.
@@ -267,5 +287,107 @@ fn learn_suggest_paste_and_run_sandboxed() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// `@modelcontextprotocol/server-filesystem` through the real Python SDK client: learned
+/// while it reads a file and writes into its folder, the proposal locked in, then the same
+/// calls work sandboxed and the folder it was also given but never used stays out of reach.
+#[test]
+fn filesystem_server_learned_then_sandboxed_through_the_sdk() {
+    use crate::sandbox::{first_text, nobody_can_run, sdk_client};
+    use crate::support::test_dep;
+    let Some(index) =
+        test_dep("node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+    else {
+        return;
+    };
+    if test_dep("venv/bin/python").is_none() {
+        return;
+    }
+    for uid in users() {
+        let w = Sbx::new(uid);
+        std::fs::create_dir(w.p("allowed")).unwrap();
+        std::fs::write(w.p("allowed/hello.txt"), "hello inside").unwrap();
+        w.chown();
+        if uid != 0 && !nobody_can_run(&["/usr/bin/test", "-r", &index.display().to_string()]) {
+            eprintln!("skipping uid {uid}: it cannot read `{}`", index.display());
+            continue;
+        }
+        let ctx = format!("uid {uid}");
+        // Told two folders; it only ever uses `allowed`.
+        let argv = vec![
+            "/usr/bin/node".to_owned(),
+            index.display().to_string(),
+            w.s("allowed"),
+            w.s("outside"),
+        ];
+        let mut lock = vec!["lock", "--name", "fs", "--"];
+        lock.extend(argv.iter().map(String::as_str));
+        w.run(&lock).code(0);
+        let read = |path: String| json!({"op": "call", "name": "read_text_file", "arguments": {"path": path}});
+        let steps = |n: &str| {
+            json!([
+                read(w.s("allowed/hello.txt")),
+                {"op": "call", "name": "write_file",
+                 "arguments": {"path": w.s(&format!("allowed/{n}.txt")), "content": "written"}},
+            ])
+        };
+        let r = sdk_client(
+            &w,
+            &w.argv(&["proxy", "--name", "fs", "--learn"]),
+            steps("one"),
+        );
+        assert_eq!(first_text(&r["steps"][0]), "hello inside", "{ctx}: {r:#}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("allowed/one.txt")).unwrap_or_default(),
+            "written",
+            "{ctx}: {r:#}"
+        );
+
+        let r = w.run(&["sandbox", "suggest", "--name", "fs", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
+        let write = strings(&proposal["filesystem"]["write"]);
+        let read_set = strings(&proposal["filesystem"]["read"]);
+        assert_eq!(write, [w.s("allowed")], "{ctx}: {proposal}");
+        let real_index = std::fs::canonicalize(&index).unwrap();
+        assert!(
+            read_set
+                .iter()
+                .any(|p| real_index.starts_with(p) && p.ends_with("node_modules")),
+            "{ctx}: the package tree (`node_modules`) is readable: {proposal}"
+        );
+        assert!(
+            !read_set.iter().any(|p| p.contains("outside")),
+            "{ctx}: {proposal}"
+        );
+        assert_eq!(proposal["network"]["allow"], json!([]), "{ctx}: {proposal}");
+
+        let r = w.run(&w.lock_args("fs", &proposal, &[], &argv));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        w.run(&["sandbox", "test", "--name", "fs"]).code(0);
+        let mut sandboxed = steps("two");
+        sandboxed
+            .as_array_mut()
+            .unwrap()
+            .push(read(w.s("outside/secret.txt")));
+        let r = sdk_client(&w, &w.argv(&["proxy", "--name", "fs"]), sandboxed);
+        let s = &r["steps"];
+        assert_eq!(first_text(&s[0]), "hello inside", "{ctx}: {r:#}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("allowed/two.txt")).unwrap_or_default(),
+            "written",
+            "{ctx}: {r:#}"
+        );
+        assert!(
+            s[2]["result"]["isError"] == json!(true)
+                && !first_text(&s[2]).contains("OUTSIDE-SECRET"),
+            "{ctx}: the folder it never used is out of reach: {}",
+            s[2]
+        );
     }
 }
