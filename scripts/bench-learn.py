@@ -106,9 +106,9 @@ def main():
     s_plain = [start(mcpsum, None, program, argv) for _ in range(runs)]
     s_learn = [start(mcpsum, obs + ".srv", program, argv) for _ in range(runs)]
     mp, ml = statistics.median(s_plain), statistics.median(s_learn)
-    n = sum(1 for _ in open(obs + ".srv"))
+    n = len(set(open(obs + ".srv").read().splitlines()))
     print(f"{name} start to the initialize answer: {ml:.0f} ms learning, {mp:.0f} ms plain "
-          f"(+{(ml - mp) / mp * 100:.0f}%), median of {runs}; {n} distinct observations")
+          f"(+{(ml - mp) / mp * 100:.0f}%), median of {runs}; {n} distinct observations in a session")
     print(f"load: {open('/proc/loadavg').read().strip()}")
 
 
