@@ -204,7 +204,7 @@ pub enum SandboxCommand {
     Test(SandboxTestArgs),
     /// Propose a `policy.sandbox` from what `mcpsum proxy --learn` observed, for review.
     #[command(
-        after_help = "The proposal is printed; mcp.lock is never edited. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions until `--reset`.\n\nExamples:\n  mcpsum proxy --name time --learn          # in the client's config, for one session\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --reset"
+        after_help = "The proposal is printed; mcp.lock is never edited. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --reset"
     )]
     Suggest(SandboxSuggestArgs),
 }
