@@ -334,6 +334,11 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
             Observation::Proxy { addr } => {
                 proxy_addrs.insert(addr.clone());
             }
+            // glibc asks nscd for users and hosts first and falls back when it is refused.
+            Observation::Unix { path } if path.ends_with("nscd/socket") => s.notes.push(format!(
+                "connected to `{}` (glibc's name service cache): refused in the sandbox, where glibc falls back to the files; left out",
+                path.display()
+            )),
             Observation::Unix { path } => s.warnings.push(format!(
                 "connected to the Unix socket `{}`: every sandbox refuses Unix sockets (an agent or Docker socket would be a way out); left out",
                 path.display()
