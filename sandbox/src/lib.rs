@@ -129,7 +129,7 @@ pub use observe::{Observation, read_observations};
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
     HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,
-    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set,
+    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, cache_env, check_read_set,
     compensations, credential_paths, exposed_credentials, passwd_homes, plan, plan_for_kernel,
     plan_with_view, resolve_command, seccomp_table, user_homes,
 };

@@ -235,6 +235,30 @@ impl ServerProcess {
                 cmd.env_clear();
                 cmd.envs(env);
                 cmd.envs(proxy_env);
+                // The per-server caches the sandbox gives `uvx`/`npx`, so that what is learned
+                // is what the sandboxed server will read (and the cache `lock` warmed).
+                let state_dir = crate::paths::ensure_state_dir().map_err(|e| {
+                    SpawnError::Sandbox(format!(
+                        "server `{}` not started: {}",
+                        launch.server,
+                        e.one_line()
+                    ))
+                })?;
+                for (var, dir) in mcpsum_sandbox::cache_env(program, &state_dir, &launch.server) {
+                    use std::os::unix::fs::DirBuilderExt;
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(&dir)
+                        .map_err(|e| {
+                            SpawnError::Sandbox(format!(
+                                "server `{}` not started: cannot create `{}`: {e}",
+                                launch.server,
+                                dir.display()
+                            ))
+                        })?;
+                    cmd.env(var, dir);
+                }
                 (cmd, None)
             }
             (Some(spec), None) => {
