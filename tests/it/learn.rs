@@ -391,3 +391,50 @@ fn filesystem_server_learned_then_sandboxed_through_the_sdk() {
         );
     }
 }
+
+/// A learning server's tree still ends with the proxy, even a `SIGKILL`ed one: the guard that
+/// records is the guard that reaps.
+#[test]
+fn a_learning_server_tree_dies_with_the_proxy() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let mut lock = vec![
+            "lock".to_owned(),
+            "--name".into(),
+            "learn".into(),
+            "--".into(),
+        ];
+        lock.extend(learn_argv());
+        w.run(&lock).code(0);
+        let mut s = Session::start(
+            w.command(&["proxy", "--name", "learn", "--learn"]),
+            w.p("learn.stderr"),
+        );
+        let r = s.call(
+            "run",
+            json!({"argv": ["/bin/sh", "-c", "/usr/bin/sleep 297 >/dev/null 2>&1 & echo $!"]}),
+        );
+        let pid: i32 = r["value"]["stdout"]
+            .as_str()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("uid {uid}: no pid: {r}"));
+        let alive = || {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"/usr/bin/sleep"))
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .unwrap_or_default()
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        };
+        assert!(alive(), "uid {uid}: the child runs");
+        s.child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            !alive(),
+            "uid {uid}: the learning server's child outlived the proxy"
+        );
+    }
+}
