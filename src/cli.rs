@@ -61,7 +61,7 @@ pub enum Command {
     Show(ShowArgs),
     /// Run a locked server behind mcpsum: put this in the client's config instead of the server.
     #[command(
-        after_help = "Examples:\n  mcpsum proxy --name time --lockfile /abs/path/mcp.lock\n\nClient config:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
+        after_help = "Examples:\n  mcpsum proxy --name time --lockfile /abs/path/mcp.lock\n  mcpsum proxy --name time --learn    # record what it uses, for `mcpsum sandbox suggest`\n\nClient config:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
     Proxy(ProxyArgs),
     /// Print taint labels for a server from its locked annotations, for review.
@@ -84,7 +84,7 @@ pub enum Command {
     /// Sandbox tools.
     #[command(
         subcommand,
-        after_help = "Examples:\n  mcpsum sandbox test --name time"
+        after_help = "Examples:\n  mcpsum sandbox test --name time\n  mcpsum sandbox suggest --name time"
     )]
     Sandbox(SandboxCommand),
     /// Print a shell completion script on stdout.
@@ -202,6 +202,25 @@ pub enum SandboxCommand {
         after_help = "Exit status: 0 every expectation holds, 1 one does not, 2 the sandbox cannot be built.\n\nExamples:\n  mcpsum sandbox test --name time\n  mcpsum sandbox test --name time --json"
     )]
     Test(SandboxTestArgs),
+    /// Propose a `policy.sandbox` from what `mcpsum proxy --learn` observed, for review.
+    #[command(
+        after_help = "The proposal is printed; mcp.lock is never edited. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --reset"
+    )]
+    Suggest(SandboxSuggestArgs),
+}
+
+/// `mcpsum sandbox suggest`.
+#[derive(Debug, Args)]
+pub struct SandboxSuggestArgs {
+    /// The server whose observations to use.
+    #[arg(long)]
+    pub name: String,
+    /// Print only the `policy.sandbox` object, as JSON.
+    #[arg(long, conflicts_with = "reset")]
+    pub json: bool,
+    /// Forget the server's observations instead.
+    #[arg(long)]
+    pub reset: bool,
 }
 
 /// `mcpsum sandbox test`.
@@ -227,6 +246,11 @@ pub struct ProxyArgs {
     /// Bound on the server's start-up handshake and each list request, in seconds.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
+    /// Learn mode: run the server without its sandbox while recording what its processes
+    /// read, write, execute and create and which hosts they ask for, then propose a policy
+    /// with `mcpsum sandbox suggest --name NAME`.
+    #[arg(long)]
+    pub learn: bool,
 }
 
 /// `mcpsum lock`.

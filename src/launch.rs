@@ -65,6 +65,33 @@ pub fn launch(
             policy: p.clone(),
             lockfile: lockfile.to_path_buf(),
         }),
+        learn: None,
+    }
+}
+
+impl Launch {
+    /// Learn mode when `learn` (`proxy --learn`): the server runs without its sandbox (a
+    /// sandbox would stop it at the first path it lacks, so one session would show one path at
+    /// a time) while its guard records into its observation file in `state_dir`.
+    pub fn learning(mut self, learn: bool, state_dir: &Path) -> Result<Self> {
+        if !learn {
+            return Ok(self);
+        }
+        let file =
+            crate::learning::ensure_observation_file(state_dir, &self.server).map_err(|e| {
+                Error::new(format!("cannot learn server `{}`", self.server))
+                    .cause(e)
+                    .hint("check that the state directory is writable (`$MCPSUM_STATE_DIR`)")
+            })?;
+        if self.sandbox.is_some() {
+            crate::output::warn(&format!(
+                "learn mode: server `{}` runs without its `policy.sandbox` while mcpsum records what it uses",
+                self.server
+            ));
+        }
+        self.sandbox = None;
+        self.learn = Some(file);
+        Ok(self)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod drift;
 pub mod error;
 pub mod fsutil;
 pub mod launch;
+pub mod learning;
 pub mod lockfile;
 pub mod mcp;
 pub mod output;
@@ -49,6 +50,9 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
             json_on_error(a.json, commands::sandbox::run(lockfile, a).await)
         }
+        cli::Command::Sandbox(cli::SandboxCommand::Suggest(a)) => {
+            json_on_error(a.json, commands::sandbox::suggest(lockfile, a))
+        }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
         cli::Command::Proxy(a) => {
@@ -56,6 +60,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
                 name: a.name.clone(),
                 max_message: a.max_message_bytes,
                 timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+                learn: a.learn,
             };
             proxy::run(lockfile, &opts).await
         }
@@ -77,6 +82,9 @@ pub fn main() -> std::process::ExitCode {
         }
         Some(a) if a == mcpsum_sandbox::GUARD_SUBCOMMAND => {
             mcpsum_sandbox::guard_main(args.collect())
+        }
+        Some(a) if a == mcpsum_sandbox::LEARN_SUBCOMMAND => {
+            mcpsum_sandbox::learn_main(args.collect())
         }
         _ => {}
     }

@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 
-use crate::allowlist::{Allowlist, Target};
+use crate::allowlist::{Allowlist, Host, Target};
 use crate::class::AddressClass;
 use crate::decide::{
     TargetDecision, connection_is_local, decide_target, sni_matches, vet_addresses,
@@ -123,6 +123,10 @@ pub struct EgressConfig {
     pub timeouts: Timeouts,
     /// Size limits.
     pub limits: Limits,
+    /// Learn mode (`mcpsum proxy --learn`, where the server runs without a sandbox): every
+    /// target is tried whatever the allowlist and the address classes say, so that each
+    /// record names what the server asked for. Never set for a sandboxed server.
+    pub learn: bool,
 }
 
 impl EgressConfig {
@@ -138,6 +142,7 @@ impl EgressConfig {
             allowlist,
             timeouts: Timeouts::default(),
             limits: Limits::default(),
+            learn: false,
         }
     }
 }
@@ -328,17 +333,27 @@ async fn run(
     let host = target.host_text();
     rec.host = Some(host.clone());
     rec.port = Some(target.port);
-    let candidates = match decide_target(&config.allowlist, &target) {
+    let decision = match (decide_target(&config.allowlist, &target), &target.host) {
+        (TargetDecision::NotListed, Host::Name(_)) if config.learn => TargetDecision::Resolve {
+            rule: String::new(),
+        },
+        (TargetDecision::NotListed, Host::Ip(ip)) if config.learn => TargetDecision::Connect {
+            rule: String::new(),
+            addr: SocketAddr::new(*ip, target.port),
+        },
+        (d, _) => d,
+    };
+    let candidates = match decision {
         TargetDecision::NotListed => {
             let d = format!("`{}` is not in network.allow", clip(authority));
             return refuse(client, rec, 403, Reason::NotListed, d).await;
         }
         TargetDecision::Connect { rule, addr } => {
-            rec.rule = Some(rule);
+            rec.rule = Some(rule).filter(|r| !r.is_empty());
             vec![addr]
         }
         TargetDecision::Resolve { rule } => {
-            rec.rule = Some(rule);
+            rec.rule = Some(rule).filter(|r| !r.is_empty());
             // 5. Resolve here, in the host namespace, and vet every address.
             let ips = match timeout(t.resolve, resolver.resolve(&host, target.port)).await {
                 Err(_) => {
@@ -356,7 +371,15 @@ async fn run(
                 Ok(Ok(ips)) => ips,
             };
             rec.resolved = ips.iter().map(ToString::to_string).collect();
-            let vetted = vet_addresses(&config.allowlist, target.port, &ips);
+            let mut vetted = vet_addresses(&config.allowlist, target.port, &ips);
+            if config.learn {
+                // Learning: the addresses are recorded (`resolved`), and all are tried.
+                vetted.kept = ips
+                    .iter()
+                    .map(|ip| SocketAddr::new(*ip, target.port))
+                    .collect();
+                vetted.dropped.clear();
+            }
             rec.dropped = vetted
                 .dropped
                 .iter()
@@ -391,7 +414,7 @@ async fn run(
         // A public address can still be this host's own, which shows only once connected (see
         // `connection_is_local`): drop it like a refused class, closing the connection before a
         // byte is sent on it. A listed `IP:port` (an IP target is one) may reach anything.
-        if !config.allowlist.lists_ip(addr.ip(), addr.port()) {
+        if !config.learn && !config.allowlist.lists_ip(addr.ip(), addr.port()) {
             match stream.local_addr() {
                 Ok(local) if !connection_is_local(local.ip(), addr.ip()) => {}
                 Ok(_) => {

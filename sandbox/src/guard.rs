@@ -41,6 +41,15 @@ fn waited() -> SigSet {
 /// Splits the launcher. Returns the guard's pid in the child (which goes on to launch the
 /// server); the guard itself never returns.
 pub(crate) fn split(parent: i32) -> Result<i32, Fail> {
+    split_learning(parent, &mut None)
+}
+
+/// [`split`], with learning: the guard side takes `learner` and answers its notifications;
+/// the server side finds it still in `learner` and installs the filter (learn mode).
+pub(crate) fn split_learning(
+    parent: i32,
+    learner: &mut Option<crate::learn::Learner>,
+) -> Result<i32, Fail> {
     let err = |what: &str, e: nix::Error| fail("guard", format!("{what}: {e}"), crate::fail::BUG);
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| err("PR_SET_CHILD_SUBREAPER", e))?;
     let set = waited();
@@ -70,12 +79,18 @@ pub(crate) fn split(parent: i32) -> Result<i32, Fail> {
                 .map_err(|e| err("sigprocmask", e))?;
             Ok(me)
         }
-        Some(server) => watch(parent, server, &set),
+        Some(server) => {
+            let keep = learner
+                .take()
+                .map(crate::learn::Learner::in_guard)
+                .unwrap_or_default();
+            watch(parent, server, &set, &keep)
+        }
     }
 }
 
 /// The guard's whole life: wait, then end the tree and mirror the server's status.
-fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
+fn watch(parent: i32, server: Pid, set: &SigSet, keep: &[std::os::fd::RawFd]) -> ! {
     // Hold nothing of the server's: not its stdin or stdout (mcpsum must see them close when
     // the server goes), not the egress bridge. Stderr stays for a last word, if ever needed.
     if let Ok(null) = std::fs::File::options()
@@ -86,7 +101,20 @@ fn watch(parent: i32, server: Pid, set: &SigSet) -> ! {
         let _ = nix::unistd::dup2_stdin(&null);
         let _ = nix::unistd::dup2_stdout(&null);
     }
-    let _ = crate::sys::close_range(3, u32::MAX);
+    // Except what learning needs (its listener and observation file).
+    let mut from = 3u32;
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|fd| u32::try_from(*fd).ok())
+        .collect();
+    keep.sort_unstable();
+    for fd in keep.into_iter().filter(|fd| *fd >= 3) {
+        if fd > from {
+            let _ = crate::sys::close_range(from, fd - 1);
+        }
+        from = fd + 1;
+    }
+    let _ = crate::sys::close_range(from, u32::MAX);
     // No core file of ours if the status we mirror is a crash.
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
     let mut status = None;
@@ -229,7 +257,7 @@ fn mirror(status: WaitStatus) -> ! {
 /// the guard alone, then `PROGRAM` is executed with the environment mcpsum gave, as it would run
 /// outside mcpsum (no floor: the AppArmor grant is the launcher's, never mcpsum's).
 pub(crate) fn guard_main(args: Vec<std::ffi::OsString>) -> ! {
-    let line = match guard_exec(&args) {
+    let line = match guard_exec(&args, None) {
         Ok(never) => match never {},
         Err(e) => e,
     };
@@ -237,7 +265,25 @@ pub(crate) fn guard_main(args: Vec<std::ffi::OsString>) -> ! {
     std::process::exit(127)
 }
 
-fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, String> {
+/// `mcpsum __learn FILE PARENT_PID PROGRAM ARGV0 [ARGS...]`: [`guard_main`], learning: every
+/// file the server's tree opens, executes or creates and every address it connects to is
+/// appended to `FILE` (see `learn`). Never returns.
+pub(crate) fn learn_main(args: Vec<std::ffi::OsString>) -> ! {
+    let line = match args.split_first() {
+        Some((file, rest)) => match guard_exec(rest, Some(std::path::Path::new(file))) {
+            Ok(never) => match never {},
+            Err(e) => e,
+        },
+        None => "mcpsum learn: bad arguments (this is a bug in mcpsum)".to_owned(),
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+    std::process::exit(127)
+}
+
+fn guard_exec(
+    args: &[std::ffi::OsString],
+    learn: Option<&std::path::Path>,
+) -> Result<std::convert::Infallible, String> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let [parent, program, argv @ ..] = args else {
@@ -247,7 +293,14 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
         .to_str()
         .and_then(|p| p.parse().ok())
         .ok_or("mcpsum guard: bad parent pid (this is a bug in mcpsum)")?;
-    let guard = split(parent).map_err(|f| f.to_string())?;
+    let mut learner = match learn {
+        Some(file) => Some(crate::learn::Learner::new(file).map_err(|e| format!("mcpsum: {e}"))?),
+        None => None,
+    };
+    let guard = split_learning(parent, &mut learner).map_err(|f| f.to_string())?;
+    if let Some(learner) = learner {
+        learner.in_server().map_err(|e| format!("mcpsum: {e}"))?;
+    }
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| format!("mcpsum guard: PR_SET_PDEATHSIG: {e}"))?;
     if getppid().as_raw() != guard {
@@ -266,16 +319,21 @@ fn guard_exec(args: &[std::ffi::OsString]) -> Result<std::convert::Infallible, S
     Err(format!("cannot start `{}`: {e}", program.to_string_lossy()))
 }
 
-/// The command that starts `program` with `argv` under a guard (see [`guard_main`]).
+/// The command that starts `program` with `argv` under a guard (see [`guard_main`]), learning
+/// into `learn` when given (see [`learn_main`]).
 pub(crate) fn guarded_command(
     program: &std::path::Path,
     argv: &[String],
+    learn: Option<&std::path::Path>,
 ) -> Result<std::process::Command, crate::SandboxError> {
     // This very binary (`/proc/self/exe` names the running file even if it was replaced on
     // disk): `mcpsum`, which holds no AppArmor grant, not the launcher.
     let mut command = std::process::Command::new("/proc/self/exe");
+    match learn {
+        Some(file) => command.arg(crate::LEARN_SUBCOMMAND).arg(file),
+        None => command.arg(crate::GUARD_SUBCOMMAND),
+    };
     command
-        .arg(crate::GUARD_SUBCOMMAND)
         .arg(std::process::id().to_string())
         .arg(program)
         .args(argv);

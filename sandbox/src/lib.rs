@@ -97,6 +97,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+mod observe;
 mod plan;
 mod policy;
 mod report_model;
@@ -112,6 +113,8 @@ mod guard;
 #[cfg(target_os = "linux")]
 mod launcher;
 #[cfg(target_os = "linux")]
+mod learn;
+#[cfg(target_os = "linux")]
 mod prepare;
 #[cfg(target_os = "linux")]
 mod probe;
@@ -122,10 +125,11 @@ mod seccomp;
 #[cfg(target_os = "linux")]
 mod sys;
 
+pub use observe::{Observation, read_observations};
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
     HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,
-    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, check_read_set,
+    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, cache_env, check_read_set,
     compensations, credential_paths, exposed_credentials, passwd_homes, plan, plan_for_kernel,
     plan_with_view, resolve_command, seccomp_table, user_homes,
 };
@@ -145,6 +149,9 @@ pub const PROBE_SUBCOMMAND: &str = "__sandbox-probe";
 /// The launcher's entry point that runs a server without a sandbox policy under its guard (and
 /// the seccomp floor) alone.
 pub const GUARD_SUBCOMMAND: &str = "__guard";
+/// The entry point of `mcpsum` that runs a server without any sandbox under its guard while
+/// recording what it does (learn mode), see [`learn_main`].
+pub const LEARN_SUBCOMMAND: &str = "__learn";
 /// The calls the launcher's seccomp floor refuses (EPERM) to whatever it executes, whatever its
 /// spec or arguments say: creating or joining a namespace and every mount call. `clone` with a
 /// `CLONE_NEW*` flag is refused too, and `clone3` answers ENOSYS (its flags are out of a
@@ -277,6 +284,23 @@ pub fn guard_main(args: Vec<OsString>) -> ! {
     }
 }
 
+/// Entry point of `mcpsum __learn FILE PARENT_PID PROGRAM ARGV0 [ARGS...]` (learn mode): as
+/// [`guard_main`], and the guard records every file the server's whole tree opens for reading
+/// or writing, executes or creates, and every address it connects to, appending one JSON
+/// [`Observation`] per new line to `FILE`. The server runs with `no_new_privs` (a seccomp
+/// listener needs it), otherwise unrestricted. Never returns.
+pub fn learn_main(args: Vec<OsString>) -> ! {
+    #[cfg(target_os = "linux")]
+    {
+        guard::learn_main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        unsupported::fail()
+    }
+}
+
 /// Someone ran the launcher by hand.
 #[cfg(target_os = "linux")]
 fn launcher_usage() -> ! {
@@ -313,7 +337,7 @@ pub fn guarded_command(
 ) -> Result<std::process::Command, SandboxError> {
     #[cfg(target_os = "linux")]
     {
-        guard::guarded_command(program, argv)
+        guard::guarded_command(program, argv, None)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -323,6 +347,24 @@ pub fn guarded_command(
             command.arg0(first).args(rest);
         }
         Ok(command)
+    }
+}
+
+/// [`guarded_command`], learning: the guard records what the server's tree does into
+/// `observations` (see [`learn_main`]). Elsewhere than Linux, [`SandboxError::Unsupported`].
+pub fn learning_command(
+    program: &std::path::Path,
+    argv: &[String],
+    observations: &std::path::Path,
+) -> Result<std::process::Command, SandboxError> {
+    #[cfg(target_os = "linux")]
+    {
+        guard::guarded_command(program, argv, Some(observations))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (program, argv, observations);
+        Err(SandboxError::Unsupported)
     }
 }
 

@@ -917,6 +917,16 @@ fn check_server_name(name: &str) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// The per-server cache variables of design 7.3 that a sandboxed `arg0` (`uv`, `uvx`, `npm`,
+/// `npx`) gets, with their folders: what learn mode gives the unsandboxed server too, so that
+/// what it learns is what the sandboxed server will use.
+pub fn cache_env(arg0: &str, state_dir: &Path, server: &str) -> Vec<(&'static str, PathBuf)> {
+    if check_server_name(server).is_err() {
+        return Vec::new();
+    }
+    cache_vars(arg0, state_dir, server)
+}
+
 /// Cache variables of design 7.3 for package-manager launchers.
 fn cache_vars(arg0: &str, state_dir: &Path, server: &str) -> Vec<(&'static str, PathBuf)> {
     let base = state_dir.join("cache").join(server);

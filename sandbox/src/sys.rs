@@ -3,8 +3,9 @@
 //! What the safe crates (nix, caps, landlock, seccompiler) do not cover: the Landlock ABI query,
 //! `close_range`, the `lo` ioctl, adopting a descriptor received over `SCM_RIGHTS`, clearing
 //! `FD_CLOEXEC` between `fork` and `exec`, the new mount API of the read-only view
-//! (`open_tree`, `mount_setattr`, `move_mount`), and the probe's raw syscalls with scalar
-//! arguments.
+//! (`open_tree`, `mount_setattr`, `move_mount`), the probe's raw syscalls with scalar
+//! arguments, and learn mode's seccomp user notification (the listener filter and the
+//! `SECCOMP_IOCTL_NOTIF_*` ioctls, which no safe crate wraps).
 #![allow(unsafe_code)]
 
 use std::io;
@@ -238,6 +239,137 @@ pub(crate) fn replace_xattr(path: &std::path::Path, name: &std::ffi::CStr) -> io
             c"".as_ptr().cast(),
             0,
             libc::XATTR_REPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One seccomp user notification (learn mode): the calling thread, the syscall and its
+/// arguments, as the kernel reported them before the call ran.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Notification {
+    /// The notification's cookie (what [`notify_continue`] and [`notify_id_valid`] take).
+    pub(crate) id: u64,
+    /// The thread that made the call (a thread id in our pid namespace).
+    pub(crate) pid: u32,
+    /// The syscall number.
+    pub(crate) nr: i32,
+    /// Its six arguments.
+    pub(crate) args: [u64; 6],
+}
+
+/// Installs the classic-BPF program `prog` as a seccomp filter on the calling thread with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`, returning the listener descriptor whose reader answers
+/// every call the program returns `SECCOMP_RET_USER_NOTIF` for. The caller has set
+/// `no_new_privs` (or holds `CAP_SYS_ADMIN`).
+pub(crate) fn install_notify_filter(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let len = u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, `len` instructions long, both alive for the call; the
+    // kernel copies (and checks) the program and never writes through the pointer.
+    let fd = rc(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &raw const fprog,
+        )
+    })?;
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `seccomp` just returned this descriptor (close-on-exec), which nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the kernel's notification structures fit ours (`SECCOMP_GET_NOTIF_SIZES`): a newer
+/// kernel may write a larger `struct seccomp_notif`, which [`notify_receive`] must not let it.
+pub(crate) fn notify_sizes_fit() -> io::Result<bool> {
+    let mut sizes = libc::seccomp_notif_sizes {
+        seccomp_notif: 0,
+        seccomp_notif_resp: 0,
+        seccomp_data: 0,
+    };
+    // SAFETY: SECCOMP_GET_NOTIF_SIZES writes one `struct seccomp_notif_sizes` into `sizes`,
+    // which lives for the call; flags must be 0.
+    rc(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0u32,
+            &raw mut sizes,
+        )
+    })?;
+    Ok(
+        usize::from(sizes.seccomp_notif) <= std::mem::size_of::<libc::seccomp_notif>()
+            && usize::from(sizes.seccomp_notif_resp)
+                <= std::mem::size_of::<libc::seccomp_notif_resp>(),
+    )
+}
+
+/// Waits for the next notification on `listener` (`SECCOMP_IOCTL_NOTIF_RECV`).
+pub(crate) fn notify_receive(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<Notification> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `struct seccomp_notif` is plain integers, for which all-zero bytes are valid; the
+    // kernel requires the buffer zeroed.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one `struct seccomp_notif` into `n`, alive for the call; the
+    // kernel's struct is no larger than ours (`notify_sizes_fit`, checked before any listener
+    // is made).
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &raw mut n,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Notification {
+        id: n.id,
+        pid: n.pid,
+        nr: n.data.nr,
+        args: n.data.args,
+    })
+}
+
+/// Whether notification `id` is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): its thread has
+/// not died (and its pid not been reused) since it was received, so what was read from that
+/// pid's memory and `/proc` entries was the caller's.
+pub(crate) fn notify_id_valid(listener: std::os::fd::BorrowedFd<'_>, id: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the ioctl reads one u64 from `id`, alive for the call, and writes nothing.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &raw const id,
+        ) == 0
+    }
+}
+
+/// Lets the call of notification `id` go on as if no filter had stopped it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+pub(crate) fn notify_continue(listener: std::os::fd::BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: u32::try_from(libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE).unwrap_or(1),
+    };
+    // SAFETY: the ioctl reads one `struct seccomp_notif_resp` from `resp`, alive for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &raw const resp,
         )
     };
     if r == 0 {

@@ -75,6 +75,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
         Some(mcpsum_sandbox::EgressHook { serve, checks })
     };
 
+    // What learn mode saw this server do and this policy would refuse (a note, not a check).
+    let learned = learned_refusals(&args.name, &req, &protected);
     let report = tokio::task::spawn_blocking(move || {
         let mut plan = mcpsum_sandbox::plan(&req)?;
         if let Some(weaken) = WEAKEN.get() {
@@ -94,17 +96,77 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
     })?;
 
     if args.json {
-        let doc =
+        let mut doc =
             serde_json::json!({"server": args.name, "passed": report.passed(), "report": report});
+        if let Some(refused) = &learned {
+            doc["learned"] = serde_json::json!({"refused": refused});
+        }
         output::stdout_json(&doc);
     } else {
-        output::stdout(&render(&report));
+        let mut text = render(&report);
+        if let Some(refused) = &learned {
+            text.push_str(&render_learned(&args.name, refused));
+        }
+        output::stdout(&text);
     }
     Ok(if report.passed() {
         Exit::Ok
     } else {
         Exit::Problem
     })
+}
+
+/// Of what learn mode observed server `name` doing, what the policy of `req` would refuse;
+/// `None` when it was never learned.
+fn learned_refusals(
+    name: &str,
+    req: &mcpsum_sandbox::LaunchRequest,
+    protected: &mcpsum_sandbox::Protected,
+) -> Option<Vec<String>> {
+    let state_dir = paths::state_dir().ok()?;
+    let observations = crate::learning::load(&state_dir, name).ok()?;
+    if observations.is_empty() {
+        return None;
+    }
+    let plan = mcpsum_sandbox::plan(req).ok()?;
+    let ctx = crate::learning::context_of(&plan, protected);
+    let mut refused = crate::learning::refused(&observations, &ctx);
+    let allow = match &plan.network {
+        mcpsum_sandbox::NetworkMode::None => Vec::new(),
+        mcpsum_sandbox::NetworkMode::Egress { allow } => allow.clone(),
+    };
+    let list = mcpsum_egress::Allowlist::parse(&allow).ok();
+    for o in &observations {
+        if let mcpsum_sandbox::Observation::Host { target, .. } = o
+            && let Ok(t) = mcpsum_egress::Target::parse(target)
+            && list.as_ref().is_none_or(|l| l.find(&t).is_none())
+        {
+            let line = format!("connect {target}");
+            if !refused.contains(&line) {
+                refused.push(line);
+            }
+        }
+    }
+    Some(refused)
+}
+
+fn render_learned(name: &str, refused: &[String]) -> String {
+    if refused.is_empty() {
+        return "\nlearn mode: this policy grants everything the server was observed using\n"
+            .to_owned();
+    }
+    let mut out = format!(
+        "\nlearn mode: this policy would refuse {} thing{} the server was observed doing:\n",
+        refused.len(),
+        if refused.len() == 1 { "" } else { "s" }
+    );
+    for r in refused {
+        out.push_str(&format!("  {}\n", sanitize_line(r)));
+    }
+    out.push_str(&format!(
+        "\nhint: `mcpsum sandbox suggest --name {name}` proposes a policy that grants them\n"
+    ));
+    out
 }
 
 fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
@@ -182,4 +244,120 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         )
     });
     out
+}
+
+/// `sandbox suggest --name NAME [--json] [--reset]`.
+pub fn suggest(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &crate::cli::SandboxSuggestArgs,
+) -> Result<Exit> {
+    let path = paths::require_lockfile(lockfile_flag)?;
+    let lock = lockfile::load(&path)?;
+    let entry = super::entry(&lock, &path, &args.name)?;
+    let state_dir = paths::state_dir()?;
+    let file = crate::learning::observation_file(&state_dir, &args.name);
+    if args.reset {
+        match fs_err::remove_file(&file) {
+            Ok(()) => output::info(&format!(
+                "forgot what server `{}` was observed doing (`{}` removed)",
+                args.name,
+                file.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => output::info(&format!(
+                "server `{}` has no observations to forget",
+                args.name
+            )),
+            Err(e) => return Err(Error::new("cannot reset the observations").cause(e)),
+        }
+        return Ok(Exit::Ok);
+    }
+    let observations = crate::learning::load(&state_dir, &args.name)
+        .map_err(|e| Error::new("cannot read the observations").cause(e))?;
+    if observations.is_empty() {
+        return Err(Error::new(format!(
+            "server `{}` has no observations to suggest a sandbox from",
+            args.name
+        ))
+        .hint(format!(
+            "run it once in learn mode, through its client or by hand: `mcpsum proxy --name {} --learn`",
+            args.name
+        )));
+    }
+    let ctx = base_context(&args.name, entry, &path)?;
+    let s = crate::learning::suggest(&observations, &ctx);
+    for w in &s.warnings {
+        output::warn(w);
+    }
+    for n in &s.notes {
+        output::info(n);
+    }
+    if args.json {
+        output::stdout_json(&s.policy());
+        return Ok(Exit::Ok);
+    }
+    let mut out = format!(
+        "{}\n",
+        paint(
+            style::BOLD,
+            format!(
+                "proposed `policy.sandbox` for server `{}`, from {} observations",
+                args.name,
+                observations.len()
+            )
+        )
+    );
+    let rows: Vec<(&str, &crate::learning::Proposed)> = s
+        .read
+        .iter()
+        .map(|p| ("read", p))
+        .chain(s.write.iter().map(|p| ("write", p)))
+        .chain(s.allow.iter().map(|p| ("allow", p)))
+        .collect();
+    let width = rows
+        .iter()
+        .map(|(_, p)| p.entry.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (kind, p) in &rows {
+        out.push_str(&format!(
+            "  {kind:<5}  {:<width$}  {}\n",
+            sanitize_line(&p.entry),
+            paint(style::DIM, sanitize_line(&p.why))
+        ));
+    }
+    if s.allow.is_empty() {
+        out.push_str("  allow  []  it asked for no host\n");
+    }
+    out.push_str(&format!(
+        "\nreview it, then paste it as `servers.{}.policy.sandbox` into `{}` (mcpsum does not edit it) and check it with `mcpsum sandbox test --name {}`:\n",
+        args.name,
+        path.display(),
+        args.name
+    ));
+    out.push_str(&serde_json::to_string_pretty(&s.policy()).unwrap_or_default());
+    out.push('\n');
+    output::stdout(&out);
+    Ok(Exit::Ok)
+}
+
+/// What the sandbox of `name` grants with an empty policy (its runtime base, command and
+/// interpreter prefixes, caches), as a learning context.
+fn base_context(
+    name: &str,
+    entry: &lockfile::ServerEntry,
+    path: &std::path::Path,
+) -> Result<crate::learning::Context> {
+    let spec = crate::sandboxing::SandboxSpec {
+        policy: lockfile::SandboxPolicy::default(),
+        lockfile: path.to_path_buf(),
+    };
+    let env = crate::mcp::process::server_env(&entry.env_passthrough);
+    let (req, protected) = crate::sandboxing::request(name, &entry.command, &spec, env)
+        .map_err(|e| Error::new(format!("cannot plan the sandbox of server `{name}`")).cause(e))?;
+    let plan = mcpsum_sandbox::plan(&req).map_err(|e| {
+        Error::new(format!("cannot plan the sandbox of server `{name}`"))
+            .cause(e)
+            .hint("the sandbox needs Linux with Landlock; check the command with `mcpsum show`")
+    })?;
+    Ok(crate::learning::context_of(&plan, &protected))
 }

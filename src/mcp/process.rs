@@ -24,6 +24,9 @@ pub struct Launch {
     pub forward_stderr: bool,
     /// The sandbox to run it in, if the entry has one.
     pub sandbox: Option<crate::sandboxing::SandboxSpec>,
+    /// Learn mode (`proxy --learn`): run it without the sandbox while its guard records what
+    /// it does into this observation file (see `crate::learning`).
+    pub learn: Option<PathBuf>,
 }
 
 /// The server's environment (I2): exactly the passthrough names that are set in ours. Values are
@@ -162,6 +165,8 @@ pub struct ServerProcess {
     pgid: Option<i32>,
     /// Keeps the sandbox's private state (its `${TMP}`, the egress task) alive.
     pub sandbox: Option<crate::sandboxing::Running>,
+    /// Learn mode's recording egress proxy, alive as long as the server.
+    pub learning: Option<crate::learning::Recorder>,
 }
 
 /// Why a server could not be started.
@@ -208,13 +213,60 @@ impl ServerProcess {
             });
         }
         let env = server_env(&launch.env_passthrough);
-        let (mut cmd, sandbox) = match &launch.sandbox {
-            Some(spec) => {
+        let mut learning = None;
+        let (mut cmd, sandbox) = match (&launch.sandbox, &launch.learn) {
+            (_, Some(observations)) => {
+                let (proxy_env, recorder) = crate::learning::start(&launch.server, observations)
+                    .map_err(|e| {
+                        SpawnError::Sandbox(format!(
+                            "server `{}` not started (learn mode): {e}",
+                            launch.server
+                        ))
+                    })?;
+                learning = Some(recorder);
+                let mut cmd =
+                    mcpsum_sandbox::learning_command(&resolved, &launch.argv, observations)
+                        .map_err(|e| {
+                            SpawnError::Sandbox(format!(
+                                "server `{}` not started: {e}",
+                                launch.server
+                            ))
+                        })?;
+                cmd.env_clear();
+                cmd.envs(env);
+                cmd.envs(proxy_env);
+                // The per-server caches the sandbox gives `uvx`/`npx`, so that what is learned
+                // is what the sandboxed server will read (and the cache `lock` warmed).
+                let state_dir = crate::paths::ensure_state_dir().map_err(|e| {
+                    SpawnError::Sandbox(format!(
+                        "server `{}` not started: {}",
+                        launch.server,
+                        e.one_line()
+                    ))
+                })?;
+                for (var, dir) in mcpsum_sandbox::cache_env(program, &state_dir, &launch.server) {
+                    use std::os::unix::fs::DirBuilderExt;
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(&dir)
+                        .map_err(|e| {
+                            SpawnError::Sandbox(format!(
+                                "server `{}` not started: cannot create `{}`: {e}",
+                                launch.server,
+                                dir.display()
+                            ))
+                        })?;
+                    cmd.env(var, dir);
+                }
+                (cmd, None)
+            }
+            (Some(spec), None) => {
                 let prepared = crate::sandboxing::prepare(&launch.server, &launch.argv, spec, env)
                     .map_err(SpawnError::Sandbox)?;
                 (prepared.command, Some(prepared.running))
             }
-            None => {
+            (None, None) => {
                 let mut cmd =
                     mcpsum_sandbox::guarded_command(&resolved, &launch.argv).map_err(|e| {
                         SpawnError::Sandbox(format!("server `{}` not started: {e}", launch.server))
@@ -277,6 +329,7 @@ impl ServerProcess {
             stderr: tail,
             pgid,
             sandbox,
+            learning,
         };
         if let Some(running) = process.sandbox.as_mut()
             && let Err(bridge) = running.after_spawn().await

@@ -88,6 +88,8 @@ pub struct ProxyOptions {
     pub max_message: usize,
     /// Bound on the start-up handshake and lists.
     pub timeout: Duration,
+    /// Learn mode: how the server is launched (`crate::learning`), nothing else changes here.
+    pub learn: bool,
 }
 
 /// Runs the proxy until the client leaves or the server exits.
@@ -100,7 +102,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
 
-    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true);
+    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true)
+        .learning(opts.learn, &state_dir)?;
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,

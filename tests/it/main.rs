@@ -20,6 +20,8 @@ mod era;
 mod golden;
 mod hostile;
 mod import;
+#[cfg(target_os = "linux")]
+mod learn;
 mod lock;
 mod progress;
 mod proxy;

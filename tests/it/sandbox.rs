@@ -452,7 +452,7 @@ fn tool_names(entry: &Value) -> Vec<String> {
 }
 
 /// Runs `tests/it/clients/sdk_client.py` (as root, with the venv's `mcp` SDK) against `argv`.
-fn sdk_client(w: &Sbx, proxy_argv: &[String], steps: Value) -> Value {
+pub fn sdk_client(w: &Sbx, proxy_argv: &[String], steps: Value) -> Value {
     let python = test_dep("venv/bin/python").expect("checked by the caller");
     let plan = json!({"mode": "auto", "command": proxy_argv, "env": {}, "steps": steps});
     let plan_path = w.root.join(format!("plan-{}.json", std::process::id()));
@@ -475,7 +475,7 @@ fn sdk_client(w: &Sbx, proxy_argv: &[String], steps: Value) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
-fn first_text(step: &Value) -> String {
+pub fn first_text(step: &Value) -> String {
     step["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

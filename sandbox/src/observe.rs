@@ -1,0 +1,96 @@
+//! What learn mode records (see `learn`, Linux only): one [`Observation`] per JSON line of a
+//! server's observation file. Platform-free, so that mcpsum can read a file anywhere.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What one observation says the server did. Stored as one JSON line per distinct value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Observation {
+    /// Opened `path` for reading (a file, or a folder to list it).
+    Read {
+        /// Absolute, lexically normalised (not resolved: the call may have failed).
+        path: PathBuf,
+    },
+    /// Opened `path` for writing, created, truncated, removed or renamed it.
+    Write {
+        /// As for [`Observation::Read`].
+        path: PathBuf,
+    },
+    /// Executed `path`.
+    Exec {
+        /// As for [`Observation::Read`].
+        path: PathBuf,
+    },
+    /// Created the folder `path`.
+    Mkdir {
+        /// As for [`Observation::Read`].
+        path: PathBuf,
+    },
+    /// Connected a socket to `addr` (`IP:port`, `[IPv6]:port`), as the `connect` call named it.
+    Connect {
+        /// The address.
+        addr: String,
+    },
+    /// Connected to the Unix socket at `path` (refused in every sandbox mode).
+    Unix {
+        /// The socket's path (`@name` for an abstract one).
+        path: PathBuf,
+    },
+    /// The learning egress proxy's own address in this session (recorded by mcpsum, so that
+    /// the server's connections to it are not taken for direct ones).
+    Proxy {
+        /// `127.0.0.1:PORT`.
+        addr: String,
+    },
+    /// Asked mcpsum's egress proxy for `host:port` with `CONNECT` (recorded by mcpsum).
+    Host {
+        /// The target as the server sent it.
+        target: String,
+        /// The addresses mcpsum resolved it to.
+        #[serde(default)]
+        resolved: Vec<String>,
+    },
+}
+
+/// Reads an observation file: one JSON [`Observation`] per line; lines that do not parse (a
+/// line cut by a crash, a newer mcpsum's kind) are counted and skipped.
+pub fn read_observations(text: &str) -> (Vec<Observation>, usize) {
+    let mut skipped = 0;
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str(line) {
+            Ok(o) => out.push(o),
+            Err(_) => skipped += 1,
+        }
+    }
+    out.sort();
+    out.dedup();
+    (out, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observation_lines_round_trip() {
+        let o = [
+            Observation::Read { path: "/a".into() },
+            Observation::Host {
+                target: "example.com:443".into(),
+                resolved: vec!["93.184.216.34".into()],
+            },
+        ];
+        let text: String = o
+            .iter()
+            .map(|o| serde_json::to_string(o).unwrap() + "\n")
+            .collect::<String>()
+            + "{broken\n";
+        let (back, skipped) = read_observations(&text);
+        assert_eq!(skipped, 1);
+        assert_eq!(back, vec![o[0].clone(), o[1].clone()]);
+    }
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Learn mode's cost (#18): per watched call and at a server's start, with and without it.
+
+Usage: scripts/bench-learn.py [MCPSUM_BINARY]   (default: target/release/mcpsum, else debug)
+
+Both sides run under the same guard (`mcpsum __guard` against `mcpsum __learn`), so the
+difference is the seccomp listener and the guard's recording alone. Prints figures; asserts
+nothing. The server for the start figure is `mcp-server-git` from `target/test-deps` when it is
+installed, else the bundled `mcp-server-time`.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+CALLS = 20000
+LOOP = f"""
+import os, time
+p = {ROOT!r} + "/README.md"
+t = time.perf_counter()
+for _ in range({CALLS}):
+    os.close(os.open(p, os.O_RDONLY))
+t2 = time.perf_counter()
+for _ in range({CALLS}):
+    os.stat(p)
+t3 = time.perf_counter()
+print((t2 - t) / {CALLS} * 1e6, (t3 - t2) / {CALLS} * 1e6)
+"""
+
+
+def binary():
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    for kind in ("release", "debug"):
+        p = os.path.join(ROOT, "target", kind, "mcpsum")
+        if os.path.exists(p):
+            return p
+    sys.exit("build mcpsum first")
+
+
+def wrapped(mcpsum, learn, program, argv):
+    pid = str(os.getpid())
+    if learn:
+        return [mcpsum, "__learn", learn, pid, program, *argv]
+    return [mcpsum, "__guard", pid, program, *argv]
+
+
+def per_call(mcpsum, learn):
+    out = subprocess.run(
+        wrapped(mcpsum, learn, PY, ["python3", "-c", LOOP]),
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def server():
+    git = os.path.join(ROOT, "target/test-deps/venv/bin/mcp-server-git")
+    if os.path.exists(git):
+        repo = tempfile.mkdtemp(prefix="bench-learn-repo-")
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        return "mcp-server-git", git, ["mcp-server-git", "--repository", repo]
+    t = os.path.join(ROOT, "target/test-deps/venv/bin/mcp-server-time")
+    return "mcp-server-time", t, ["mcp-server-time"]
+
+
+def start(mcpsum, learn, program, argv):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"}}}
+    t = time.perf_counter()
+    p = subprocess.Popen(wrapped(mcpsum, learn, program, argv), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")})
+    p.stdin.write((json.dumps(init) + "\n").encode())
+    p.stdin.flush()
+    line = p.stdout.readline()
+    took = time.perf_counter() - t
+    p.kill()
+    p.wait()
+    assert b'"result"' in line, line
+    return took * 1000
+
+
+def main():
+    mcpsum = binary()
+    d = tempfile.mkdtemp(prefix="bench-learn-")
+    obs = os.path.join(d, "obs.jsonl")
+    rounds = 5
+    plain = [per_call(mcpsum, None) for _ in range(rounds)]
+    learned = [per_call(mcpsum, obs) for _ in range(rounds)]
+    po = statistics.median(x[0] for x in plain)
+    lo = statistics.median(x[0] for x in learned)
+    ps = statistics.median(x[1] for x in plain)
+    ls = statistics.median(x[1] for x in learned)
+    print(f"binary: {mcpsum}")
+    print(f"open+close, watched:   {lo:.2f} µs learning, {po:.2f} µs plain: +{lo - po:.2f} µs per call")
+    print(f"stat, not watched:     {ls:.2f} µs learning, {ps:.2f} µs plain")
+    name, program, argv = server()
+    runs = 10
+    s_plain = [start(mcpsum, None, program, argv) for _ in range(runs)]
+    s_learn = [start(mcpsum, obs + ".srv", program, argv) for _ in range(runs)]
+    mp, ml = statistics.median(s_plain), statistics.median(s_learn)
+    n = len(set(open(obs + ".srv").read().splitlines()))
+    print(f"{name} start to the initialize answer: {ml:.0f} ms learning, {mp:.0f} ms plain "
+          f"(+{(ml - mp) / mp * 100:.0f}%), median of {runs}; {n} distinct observations in a session")
+    print(f"load: {open('/proc/loadavg').read().strip()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+//! Learn mode (#18) through the real binary, as root and as `nobody`: `mcpsum proxy --learn`
+//! watches `tests/it/sandbox/learn_server.py` read a project, write into a folder, create a
+//! folder, run a script, read `~/.ssh` and fetch over HTTPS from a loopback test host;
+//! `mcpsum sandbox suggest` proposes a policy (the key warned about and left out); the
+//! proposal is locked in and the same calls then work through the sandboxed proxy while what
+//! the server never touched stays out of reach. `sandbox test` notes what a policy would
+//! refuse of what was observed.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::sandbox::{Sbx, Session, helper, kernel_lacks, policy, skip, users};
+
+/// The learn server's argv.
+fn learn_argv() -> Vec<String> {
+    vec![
+        crate::support::PYTHON.to_owned(),
+        helper("learn_server.py").display().to_string(),
+    ]
+}
+
+/// A loopback HTTPS host with a certificate for `localhost` and `127.0.0.1`: (child, port,
+/// CA file). `None` when `openssl` is missing.
+fn https_host(w: &Sbx) -> Option<(Child, u16, String)> {
+    if !Path::new("/usr/bin/openssl").exists() {
+        return None;
+    }
+    let (cert, key) = (w.s("data/ca.pem"), w.root.join("key.pem"));
+    let ok = Command::new("/usr/bin/openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "openssl could not make the test certificate");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(crate::support::PYTHON)
+        .arg(helper("https_server.py"))
+        .arg(&cert)
+        .arg(&key)
+        .args(["127.0.0.1", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the HTTPS host");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "the HTTPS host did not start");
+    w.chown();
+    Some((child, port, cert))
+}
+
+/// The world's files: a project (a git repository), a folder the server writes into, a
+/// script it runs, and files it never touches.
+fn layout(w: &Sbx) {
+    for d in ["data/proj/.git", "data/proj/src", "data/out", "data/bin"] {
+        std::fs::create_dir_all(w.p(d)).unwrap();
+    }
+    std::fs::write(w.p("data/proj/src/main.txt"), "project source").unwrap();
+    std::fs::write(w.p("data/proj/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(w.p("data/untouched.txt"), "UNTOUCHED").unwrap();
+    let tool = w.p("data/bin/tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\necho tool-ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown();
+}
+
+/// The calls of one session; `sandboxed` says what to expect of the key read.
+fn exercise(s: &mut Session, w: &Sbx, port: Option<u16>, ctx: &str) {
+    let r = s.call("read", json!({"path": w.s("data/proj/src/main.txt")}));
+    assert_eq!(r["value"], "project source", "{ctx}: {r}");
+    let r = s.call(
+        "write",
+        json!({"path": w.s("data/out/report.txt"), "text": "written"}),
+    );
+    assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
+    let r = s.call("mkdir", json!({"path": w.s("data/out/cache")}));
+    assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
+    let r = s.call("run", json!({"argv": [w.s("data/bin/tool.sh")]}));
+    assert_eq!(r["value"]["stdout"], "tool-ran\n", "{ctx}: {r}");
+    if let Some(port) = port {
+        let r = s.call(
+            "fetch",
+            json!({"url": format!("https://localhost:{port}/learned")}),
+        );
+        assert_eq!(r["value"]["status"], json!(200), "{ctx}: {r}");
+    }
+}
+
+fn audit_events(w: &Sbx) -> Vec<Value> {
+    std::fs::read_to_string(w.p("state/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn learn_suggest_paste_and_run_sandboxed() {
+    for uid in users() {
+        let mut w = Sbx::new(uid);
+        layout(&w);
+        let https = https_host(&w);
+        if https.is_none() {
+            eprintln!("`openssl` is missing: learning without the HTTPS host");
+        }
+        let port = https.as_ref().map(|h| h.1);
+        if let Some((_, _, ca)) = &https {
+            w.extra_env.push(("SSL_CERT_FILE".into(), ca.clone()));
+        }
+        let ctx = format!("uid {uid}");
+        // Locked under a first policy that grants only the server's own script.
+        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
+        let r = w.run(&w.lock_args("learn", &first, &["SSL_CERT_FILE"], &learn_argv()));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+
+        // 1. Learn: the server runs unrestricted while its tree is watched.
+        {
+            let mut s = Session::start(
+                w.command(&["proxy", "--name", "learn", "--learn"]),
+                w.p("learn.stderr"),
+            );
+            exercise(&mut s, &w, port, &format!("{ctx}, learning"));
+            let r = s.call("read", json!({"path": w.s("home/.ssh/id_ed25519")}));
+            assert_eq!(
+                r["value"], "SECRET-SSH-KEY",
+                "{ctx}: learning is not sandboxed"
+            );
+            assert!(
+                s.stderr().contains("runs without its `policy.sandbox`"),
+                "{ctx}: {}",
+                s.stderr()
+            );
+        }
+        let events = audit_events(&w);
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "learn" && e["server"] == "learn"),
+            "{ctx}: the audit log marks the learning session: {events:?}"
+        );
+        let observed = std::fs::read_to_string(w.p("state/learn/learn.jsonl")).unwrap();
+        for (what, needle) in [
+            ("the project read", w.s("data/proj/src/main.txt")),
+            ("the folder made", w.s("data/out/cache")),
+            ("the script run", w.s("data/bin/tool.sh")),
+        ] {
+            assert!(
+                observed.contains(&needle),
+                "{ctx}: {what} is observed:\n{observed}"
+            );
+        }
+        assert!(observed.contains(r#""op":"exec""#), "{ctx}: {observed}");
+
+        // 4. `sandbox test` notes what the first policy would refuse of it.
+        let r = w.run(&["sandbox", "test", "--name", "learn"]);
+        assert!(
+            r.stdout.contains("learn mode: this policy would refuse"),
+            "{ctx}: {}",
+            r.stdout
+        );
+        assert!(r.stdout.contains(&w.s("data/out")), "{ctx}: {}", r.stdout);
+
+        // 2. The proposal.
+        let text = w.run(&["sandbox", "suggest", "--name", "learn"]);
+        text.code(0);
+        assert!(
+            text.stderr.contains(".ssh") && text.stderr.contains("looks secret"),
+            "{ctx}: the key is warned about: {}",
+            text.stderr
+        );
+        assert!(
+            text.stdout.contains("a git repository"),
+            "{ctx}: entries are explained: {}",
+            text.stdout
+        );
+        let r = w.run(&["sandbox", "suggest", "--name", "learn", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout)
+            .unwrap_or_else(|e| panic!("{ctx}: not JSON ({e}): {}", r.stdout));
+        let read = strings(&proposal["filesystem"]["read"]);
+        let write = strings(&proposal["filesystem"]["write"]);
+        let allow = strings(&proposal["network"]["allow"]);
+        assert!(read.contains(&w.s("data/proj")), "{ctx}: {proposal}");
+        assert!(read.contains(&w.s("data/bin/tool.sh")), "{ctx}: {proposal}");
+        assert_eq!(write, [w.s("data/out")], "{ctx}: {proposal}");
+        assert!(!r.stdout.contains(".ssh"), "{ctx}: no secret in the JSON");
+        assert!(
+            !read.iter().chain(&write).any(|p| p == "/"
+                || *p == w.s("home")
+                || *p == w.s("data")
+                || p.starts_with("/usr")),
+            "{ctx}: nothing wide, nothing of the base: {proposal}"
+        );
+        match port {
+            Some(port) => {
+                assert!(
+                    allow.contains(&format!("localhost:{port}")),
+                    "{ctx}: {proposal}"
+                );
+                assert!(
+                    allow.contains(&format!("127.0.0.1:{port}")),
+                    "{ctx}: {proposal}"
+                );
+            }
+            None => assert!(allow.is_empty(), "{ctx}: {proposal}"),
+        }
+
+        // 3. Pasted in (locked with it), it passes `sandbox test`, and the same calls work
+        // sandboxed; what the server never touched is out of reach.
+        let r = w.run(&w.lock_args("learn", &proposal, &["SSL_CERT_FILE"], &learn_argv()));
+        r.code(0);
+        let r = w.run(&["sandbox", "test", "--name", "learn", "--json"]);
+        assert_eq!(r.code, 0, "{ctx}: {}\n{}", r.stdout, r.stderr);
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+        let refused = strings(&doc["learned"]["refused"]);
+        assert!(
+            !refused
+                .iter()
+                .any(|l| l.contains(&w.s("data/")) || l.starts_with("connect")),
+            "{ctx}: the proposal grants what was observed: {refused:?}"
+        );
+        {
+            let mut s = Session::start(
+                w.command(&["proxy", "--name", "learn"]),
+                w.p("sandboxed.stderr"),
+            );
+            exercise(&mut s, &w, port, &format!("{ctx}, sandboxed"));
+            for p in [
+                w.s("home/.ssh/id_ed25519"),
+                w.s("data/untouched.txt"),
+                w.s("outside/secret.txt"),
+            ] {
+                let r = s.call("read", json!({"path": p}));
+                assert_eq!(r["ok"], json!(false), "{ctx}: `{p}` is out of reach: {r}");
+            }
+            let r = s.call(
+                "write",
+                json!({"path": w.s("data/proj/src/main.txt"), "text": "x"}),
+            );
+            assert_eq!(
+                r["ok"],
+                json!(false),
+                "{ctx}: a read path is not writable: {r}"
+            );
+        }
+
+        // Observations add up until `--reset`.
+        let r = w.run(&["sandbox", "suggest", "--name", "learn", "--reset"]);
+        r.code(0);
+        assert!(!w.p("state/learn/learn.jsonl").exists(), "{ctx}");
+        let r = w.run(&["sandbox", "suggest", "--name", "learn"]);
+        assert_eq!(r.code, 2, "{ctx}: {}", r.stderr);
+        assert!(r.stderr.contains("--learn"), "{ctx}: {}", r.stderr);
+        if let Some((mut child, _, _)) = https {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `@modelcontextprotocol/server-filesystem` through the real Python SDK client: learned
+/// while it reads a file and writes into its folder, the proposal locked in, then the same
+/// calls work sandboxed and the folder it was also given but never used stays out of reach.
+#[test]
+fn filesystem_server_learned_then_sandboxed_through_the_sdk() {
+    use crate::sandbox::{first_text, nobody_can_run, sdk_client};
+    use crate::support::test_dep;
+    let Some(index) =
+        test_dep("node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+    else {
+        return;
+    };
+    if test_dep("venv/bin/python").is_none() {
+        return;
+    }
+    for uid in users() {
+        let w = Sbx::new(uid);
+        std::fs::create_dir(w.p("allowed")).unwrap();
+        std::fs::write(w.p("allowed/hello.txt"), "hello inside").unwrap();
+        w.chown();
+        if uid != 0 && !nobody_can_run(&["/usr/bin/test", "-r", &index.display().to_string()]) {
+            eprintln!("skipping uid {uid}: it cannot read `{}`", index.display());
+            continue;
+        }
+        let ctx = format!("uid {uid}");
+        // Told two folders; it only ever uses `allowed`.
+        let argv = vec![
+            "/usr/bin/node".to_owned(),
+            index.display().to_string(),
+            w.s("allowed"),
+            w.s("outside"),
+        ];
+        let mut lock = vec!["lock", "--name", "fs", "--"];
+        lock.extend(argv.iter().map(String::as_str));
+        w.run(&lock).code(0);
+        let read = |path: String| json!({"op": "call", "name": "read_text_file", "arguments": {"path": path}});
+        let steps = |n: &str| {
+            json!([
+                read(w.s("allowed/hello.txt")),
+                {"op": "call", "name": "write_file",
+                 "arguments": {"path": w.s(&format!("allowed/{n}.txt")), "content": "written"}},
+            ])
+        };
+        let r = sdk_client(
+            &w,
+            &w.argv(&["proxy", "--name", "fs", "--learn"]),
+            steps("one"),
+        );
+        assert_eq!(first_text(&r["steps"][0]), "hello inside", "{ctx}: {r:#}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("allowed/one.txt")).unwrap_or_default(),
+            "written",
+            "{ctx}: {r:#}"
+        );
+
+        let r = w.run(&["sandbox", "suggest", "--name", "fs", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
+        let write = strings(&proposal["filesystem"]["write"]);
+        let read_set = strings(&proposal["filesystem"]["read"]);
+        assert_eq!(write, [w.s("allowed")], "{ctx}: {proposal}");
+        let real_index = std::fs::canonicalize(&index).unwrap();
+        assert!(
+            read_set
+                .iter()
+                .any(|p| real_index.starts_with(p) && p.ends_with("node_modules")),
+            "{ctx}: the package tree (`node_modules`) is readable: {proposal}"
+        );
+        assert!(
+            !read_set.iter().any(|p| p.contains("outside")),
+            "{ctx}: {proposal}"
+        );
+        assert_eq!(proposal["network"]["allow"], json!([]), "{ctx}: {proposal}");
+
+        let r = w.run(&w.lock_args("fs", &proposal, &[], &argv));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        w.run(&["sandbox", "test", "--name", "fs"]).code(0);
+        let mut sandboxed = steps("two");
+        sandboxed
+            .as_array_mut()
+            .unwrap()
+            .push(read(w.s("outside/secret.txt")));
+        let r = sdk_client(&w, &w.argv(&["proxy", "--name", "fs"]), sandboxed);
+        let s = &r["steps"];
+        assert_eq!(first_text(&s[0]), "hello inside", "{ctx}: {r:#}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("allowed/two.txt")).unwrap_or_default(),
+            "written",
+            "{ctx}: {r:#}"
+        );
+        assert!(
+            s[2]["result"]["isError"] == json!(true)
+                && !first_text(&s[2]).contains("OUTSIDE-SECRET"),
+            "{ctx}: the folder it never used is out of reach: {}",
+            s[2]
+        );
+    }
+}
+
+/// A learning server's tree still ends with the proxy, even a `SIGKILL`ed one: the guard that
+/// records is the guard that reaps.
+#[test]
+fn a_learning_server_tree_dies_with_the_proxy() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let mut lock = vec![
+            "lock".to_owned(),
+            "--name".into(),
+            "learn".into(),
+            "--".into(),
+        ];
+        lock.extend(learn_argv());
+        w.run(&lock).code(0);
+        let mut s = Session::start(
+            w.command(&["proxy", "--name", "learn", "--learn"]),
+            w.p("learn.stderr"),
+        );
+        let r = s.call(
+            "run",
+            json!({"argv": ["/bin/sh", "-c", "/usr/bin/sleep 297 >/dev/null 2>&1 & echo $!"]}),
+        );
+        let pid: i32 = r["value"]["stdout"]
+            .as_str()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("uid {uid}: no pid: {r}"));
+        let alive = || {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"/usr/bin/sleep"))
+                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .unwrap_or_default()
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        };
+        assert!(alive(), "uid {uid}: the child runs");
+        s.child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(
+            !alive(),
+            "uid {uid}: the learning server's child outlived the proxy"
+        );
+    }
+}
