@@ -159,6 +159,7 @@ done
 cp "$binary" "$root/usr/local/bin/mcpsum"
 cp "$launcher" "$root/usr/local/bin/mcpsum-launch"
 cp "$here/scripts/vm/mcp-server.sh" "$root/usr/local/bin/mcp-server.sh"
+cp "$here/scripts/vm/escape-server.sh" "$root/usr/local/bin/escape-server.sh"
 cp "$here/scripts/vm/init" "$root/init"
 chmod 0755 "$root/init" "$root/usr/local/bin/"*
 # One file per ldd call: given two, ldd heads each list with the file's name and a colon.
