@@ -12,6 +12,7 @@ pub mod drift;
 pub mod error;
 pub mod fsutil;
 pub mod launch;
+pub mod lines;
 pub mod lockfile;
 pub mod mcp;
 pub mod output;
