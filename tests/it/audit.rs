@@ -324,6 +324,51 @@ fn the_table_shows_every_record_of_a_real_log_readably() {
     assert!(!r.stdout.contains("an argument value"));
 }
 
+/// The table a person reads, snapshotted: the records of the real log above with what changes
+/// from run to run (times, session ids, pids, durations) set to fixed values, so the snapshot
+/// shows the table as drawn, its column widths included.
+#[test]
+fn the_table_as_people_read_it() {
+    let l = logged();
+    let sessions = [
+        (l.session_a.as_str(), "4242-1"),
+        (l.session_b.as_str(), "4343-2"),
+    ];
+    let mut fixed = String::new();
+    for (i, line) in l.lines().iter().enumerate() {
+        let mut r: Value = serde_json::from_str(line).unwrap();
+        r["ts"] = json!(format!("2026-07-28T09:{:02}:{:02}.000Z", i / 60, i % 60));
+        for (real, fake) in sessions {
+            if r["session"] == real {
+                r["session"] = json!(fake);
+            }
+            if r["tainted_by"]["session"] == real {
+                r["tainted_by"]["session"] = json!(fake);
+            }
+        }
+        if r["tainted_by"].get("ts").is_some() {
+            r["tainted_by"]["ts"] = json!("2026-07-28T09:00:03.000Z");
+        }
+        for (key, value) in [("pid", 31_337), ("client_pid", 4242), ("duration_ms", 12)] {
+            if r.get(key).is_some() {
+                r[key] = json!(value);
+            }
+        }
+        fixed.push_str(&format!("{r}\n"));
+    }
+    let w = World::new();
+    std::fs::create_dir_all(w.path().join("state")).unwrap();
+    let log = w.path().join("state/audit.jsonl");
+    std::fs::write(&log, fixed).unwrap();
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = w.run(&["audit"]);
+    r.code(0);
+    assert_eq!(r.stderr, "", "a whole log draws no warning");
+    crate::support::snapshot_settings().bind(|| {
+        insta::assert_snapshot!("audit_table", w.redact(&r.stdout));
+    });
+}
+
 #[test]
 fn filters_and_json_lines() {
     let l = logged();

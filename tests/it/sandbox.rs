@@ -1743,6 +1743,59 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
     }
 }
 
+/// `sandbox test`'s report as a person reads it, snapshotted (as `nobody`, whose home is none of
+/// the machine's: root's rows name the credential files this machine happens to have). What the
+/// machine decides is filtered: temp paths, the probe's folder, socket, port and pid, the
+/// Landlock ABI, rows that exist only where the host has the file; runs of spaces are squeezed,
+/// since column widths follow the lengths of paths.
+#[test]
+fn sandbox_test_report_as_people_read_it() {
+    if !users().contains(&NOBODY) {
+        eprintln!("skipping: the report is snapshotted as `nobody`, which needs root");
+        return;
+    }
+    let w = Sbx::new(NOBODY);
+    let read = vec![helper("").display().to_string(), w.s("data")];
+    let r = w.lock(
+        "probe",
+        &policy(&read, &[w.s("outside")], &[]),
+        &escape_argv(),
+    );
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let r = w.run(&["sandbox", "test", "--name", "probe"]);
+    r.code(0);
+    let host_only = ["TLS private keys", "landlock resolve-unix"];
+    let text: String = support::redact_paths(&r.stdout, &w.root)
+        .lines()
+        .filter(|l| !host_only.iter().any(|h| l.contains(h)))
+        .map(|l| {
+            let cells: Vec<&str> = l
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            let indent = if l.starts_with("  ") { "  " } else { "" };
+            format!("{indent}{}\n", cells.join("  "))
+        })
+        .collect();
+    let mut settings = support::snapshot_settings();
+    for (pattern, replacement) in [
+        (r"/tmp/mcpsum-probe-[A-Za-z0-9]+", "[PROBE-DIR]"),
+        (r"@mcpsum-probe-[0-9-]+…?", "@[PROBE-SOCKET]"),
+        (r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]"),
+        (r"\bABI \d+", "ABI [N]"),
+        (r"Landlock ABI  \d+  \d+", "Landlock ABI  [N]  [N]"),
+        (r"\(\d+ checks\)", "([N] checks)"),
+        (r"\d+ rules -> ", "[N] rules -> "),
+    ] {
+        settings.add_filter(pattern, replacement);
+    }
+    settings.bind(|| insta::assert_snapshot!("sandbox_test_report", text));
+}
+
 /// A policy may open a credential path on purpose, but never silently: `lock` warns on stderr
 /// and `sandbox test` shows a warning row (which passes); every other credential path stays
 /// closed.
