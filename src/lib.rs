@@ -13,6 +13,7 @@ pub mod error;
 pub mod fsutil;
 pub mod launch;
 pub mod learning;
+pub mod lines;
 pub mod lockfile;
 pub mod mcp;
 pub mod output;

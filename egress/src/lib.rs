@@ -18,6 +18,8 @@
 //! This is the only crate of mcpsum that speaks TLS. It needs no crypto provider.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// The std calls the workspace's `clippy.toml` steers to `fs-err`, and the environment setters.
+#![deny(clippy::disallowed_methods)]
 
 mod allowlist;
 mod class;

@@ -8,10 +8,10 @@ use crate::LAUNCHER_NAME;
 /// capability in it. The launcher checks its own label before `unshare` (design 8): the profile
 /// attaches to the launcher binary, not to mcpsum, so only the launcher can tell.
 pub(crate) fn check_apparmor_userns() -> Result<(), String> {
-    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    let sysctl = fs_err::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
         .unwrap_or_default();
-    let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
-        .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
+    let label = fs_err::read_to_string("/proc/self/attr/apparmor/current")
+        .or_else(|_| fs_err::read_to_string("/proc/self/attr/current"))
         .unwrap_or_default();
     if apparmor_blocks_userns(&sysctl, &label, nix::unistd::geteuid().is_root()) {
         return Err(format!(
@@ -27,13 +27,13 @@ pub(crate) fn check_apparmor_userns() -> Result<(), String> {
 /// list counts as "restricted", so `network.allow: []` takes its compensation and a server with
 /// hosts fails closed in the launcher, naming the fix.
 pub(crate) fn apparmor_restricts_userns() -> bool {
-    let sysctl = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    let sysctl = fs_err::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
         .unwrap_or_default();
     if sysctl.trim() != "1" || nix::unistd::geteuid().is_root() {
         return false;
     }
     let profiles =
-        std::fs::read_to_string("/sys/kernel/security/apparmor/profiles").unwrap_or_default();
+        fs_err::read_to_string("/sys/kernel/security/apparmor/profiles").unwrap_or_default();
     !profiles
         .lines()
         .any(|l| l.split(' ').next() == Some(LAUNCHER_NAME))

@@ -17,10 +17,8 @@ const PREFIX: &str = "mcpsum-";
 
 /// The folder of this process's current pids cgroup, or why there is none to use.
 pub(crate) fn current() -> Result<PathBuf, String> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    let cgroups = fs_err::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let mountinfo = fs_err::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
     locate(&cgroups, &mountinfo)
 }
 
@@ -69,7 +67,7 @@ fn locate(cgroups: &str, mountinfo: &str) -> Result<PathBuf, String> {
     let dir = mount("cgroup2", false)
         .and_then(|m| join(m, path))
         .ok_or("cgroup v2 is not mounted here")?;
-    let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+    let enabled = fs_err::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
     if enabled.split_whitespace().any(|c| c == "pids") {
         Ok(dir)
     } else {
@@ -92,15 +90,14 @@ pub(crate) fn available() -> Result<PathBuf, String> {
 /// process in. On failure nothing is left behind and this process stays where it was.
 pub(crate) fn enter(guard: i32, tasks: u64) -> Result<PathBuf, String> {
     let dir = available()?.join(format!("{PREFIX}{guard}"));
-    std::fs::create_dir(&dir).map_err(|e| format!("creating `{}`: {e}", dir.display()))?;
-    let write = |file: &str, data: String| {
-        std::fs::write(dir.join(file), data)
-            .map_err(|e| format!("writing `{}`: {e}", dir.join(file).display()))
-    };
+    // The `fs-err` errors name the path.
+    fs_err::create_dir(&dir).map_err(|e| e.to_string())?;
+    let write =
+        |file: &str, data: String| fs_err::write(dir.join(file), data).map_err(|e| e.to_string());
     // `0` is the writing thread itself. `cgroup.procs` moves a whole thread group under the
     // kernel's global threadgroup lock, whose writer waits for an RCU grace period (7-18 ms
     // seen here, on the launch path); cgroup v1's `tasks` moves one thread and takes no global
-    // lock (0.4 ms). One thread is the whole process while the launcher has no other thread,
+    // lock (0.06 ms). One thread is the whole process while the launcher has no other thread,
     // which it never has after the guard's fork; v2 moves threads only inside a threaded
     // subtree, so it keeps `cgroup.procs`.
     let join = if dir.join("tasks").exists() && single_threaded() {
@@ -111,7 +108,7 @@ pub(crate) fn enter(guard: i32, tasks: u64) -> Result<PathBuf, String> {
     match write("pids.max", tasks.to_string()).and_then(|()| write(join, "0".into())) {
         Ok(()) => Ok(dir),
         Err(e) => {
-            let _ = std::fs::remove_dir(&dir);
+            let _ = fs_err::remove_dir(&dir);
             Err(e)
         }
     }
@@ -119,7 +116,7 @@ pub(crate) fn enter(guard: i32, tasks: u64) -> Result<PathBuf, String> {
 
 /// Whether this process has one thread (`/proc/self/task` lists one entry).
 fn single_threaded() -> bool {
-    std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
+    fs_err::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
 }
 
 /// Removes the folder of the guard `guard`, a child of the caller's pids cgroup, once it is
@@ -128,8 +125,8 @@ pub(crate) fn remove(guard: i32) {
     let Ok(dir) = current() else { return };
     let dir = dir.join(format!("{PREFIX}{guard}"));
     for _ in 0..100 {
-        match std::fs::remove_dir(&dir) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+        match fs_err::remove_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             _ => return,
@@ -141,7 +138,7 @@ pub(crate) fn remove(guard: i32) {
 /// killed with the server's group). A live guard's folder is left alone.
 pub(crate) fn sweep() {
     let Ok(dir) = current() else { return };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(entries) = fs_err::read_dir(&dir) else {
         return;
     };
     for entry in entries.flatten() {
@@ -157,13 +154,13 @@ pub(crate) fn sweep() {
             && !is_zombie(guard);
         if !alive {
             // Busy (tasks left) or already gone: nothing to do now.
-            let _ = std::fs::remove_dir(entry.path());
+            let _ = fs_err::remove_dir(entry.path());
         }
     }
 }
 
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+    fs_err::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rfind(')')
             .and_then(|i| s[i + 1..].split_whitespace().next())
             == Some("Z")

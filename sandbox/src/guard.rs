@@ -93,7 +93,7 @@ pub(crate) fn split_learning(
 fn watch(parent: i32, server: Pid, set: &SigSet, keep: &[std::os::fd::RawFd]) -> ! {
     // Hold nothing of the server's: not its stdin or stdout (mcpsum must see them close when
     // the server goes), not the egress bridge. Stderr stays for a last word, if ever needed.
-    if let Ok(null) = std::fs::File::options()
+    if let Ok(null) = fs_err::File::options()
         .read(true)
         .write(true)
         .open("/dev/null")
@@ -192,10 +192,9 @@ fn descendants(root: i32) -> Vec<i32> {
     let mut i = 0;
     while i < tree.len() {
         let pid = tree[i];
-        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        if let Ok(tasks) = fs_err::read_dir(format!("/proc/{pid}/task")) {
             for task in tasks.flatten() {
-                let list =
-                    std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+                let list = fs_err::read_to_string(task.path().join("children")).unwrap_or_default();
                 tree.extend(
                     list.split_whitespace()
                         .filter_map(|c| c.parse::<i32>().ok()),
@@ -210,14 +209,14 @@ fn descendants(root: i32) -> Vec<i32> {
 
 /// Every live (not zombie) descendant of `root`, from a scan of `/proc`.
 fn descendants_by_scan(root: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(entries) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     let procs: Vec<(i32, i32)> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             let rest = &stat[stat.rfind(')')? + 1..];
             let mut fields = rest.split_whitespace();
             let state = fields.next()?;

@@ -373,13 +373,14 @@ fn unshare_failure(e: nix::errno::Errno) -> Fail {
 /// and (`network`) `lo` up.
 fn enter_namespaces(uid: u32, gid: u32, network: bool) -> Result<(), Fail> {
     let write = |file: &str, data: String| {
-        std::fs::write(file, data).map_err(|e| {
+        fs_err::write(file, data).map_err(|e| {
             let fix = if e.kind() == std::io::ErrorKind::PermissionDenied {
                 APPARMOR_FIX.to_string()
             } else {
                 "use a kernel with user namespaces".to_string()
             };
-            fail("user namespace", format!("{file}: {e}"), fix)
+            // The `fs-err` error names the file.
+            fail("user namespace", e.to_string(), fix)
         })
     };
     write("/proc/self/setgroups", "deny".into())?;
@@ -490,11 +491,11 @@ fn apply_limits(limits: &Limits, own_userns: bool) -> Result<(), Fail> {
 /// The tasks (threads) of every process whose real uid is `uid`, as `RLIMIT_NPROC` counts them.
 fn running_tasks(uid: u32) -> u64 {
     let mut n = 0u64;
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+    for entry in fs_err::read_dir("/proc").into_iter().flatten().flatten() {
         if !entry.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
             continue;
         }
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+        let Ok(status) = fs_err::read_to_string(entry.path().join("status")) else {
             continue;
         };
         let field = |name: &str| {
@@ -653,7 +654,7 @@ fn recheck_opened(
     protected: Option<&[(String, PathBuf)]>,
 ) -> Result<(), Fail> {
     let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let real = std::fs::read_link(&link).map_err(|e| {
+    let real = fs_err::read_link(&link).map_err(|e| {
         fail(
             "landlock",
             format!("`{}`: cannot re-check: {e}", path.display()),
@@ -872,9 +873,9 @@ mod tests {
     #[test]
     fn an_opened_rule_that_is_the_root_or_a_home_under_another_name_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let home = root.join("home");
-        std::fs::create_dir_all(home.join("data")).unwrap();
+        fs_err::create_dir_all(home.join("data")).unwrap();
         let protected = vec![("the home directory".to_string(), home.clone())];
         // A link opened as a rule stands in for a bind mount: the descriptor is `/` or the home.
         for (target, what) in [
@@ -882,7 +883,7 @@ mod tests {
             (&home, "the home directory"),
         ] {
             let alias = root.join("alias");
-            let _ = std::fs::remove_file(&alias);
+            let _ = fs_err::remove_file(&alias);
             std::os::unix::fs::symlink(target, &alias).unwrap();
             let fd = PathFd::new(&alias).unwrap();
             let e = recheck_identity(fd.as_fd(), &alias, &protected).unwrap_err();
@@ -905,14 +906,14 @@ mod tests {
     #[test]
     fn a_rule_whose_path_now_leads_elsewhere_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let (data, home) = (root.join("data"), root.join("home"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
+        fs_err::create_dir_all(&data).unwrap();
+        fs_err::create_dir_all(&home).unwrap();
         let fd = PathFd::new(&data).unwrap();
         recheck_opened(fd.as_fd(), &data, None).unwrap();
         // `data` validated, then swapped for a link to the home directory.
-        std::fs::rename(&data, root.join("data.old")).unwrap();
+        fs_err::rename(&data, root.join("data.old")).unwrap();
         std::os::unix::fs::symlink(&home, &data).unwrap();
         let fd = PathFd::new(&data).unwrap();
         for protected in [None, Some(&[][..])] {

@@ -43,18 +43,19 @@ pub(crate) struct Learner {
 impl Learner {
     /// Opens (creating, 0600, appending) the observation file and makes the socket pair.
     pub(crate) fn new(file: &Path) -> Result<Self, String> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use fs_err::os::unix::fs::OpenOptionsExt;
         if !crate::sys::notify_sizes_fit().map_err(|e| {
             format!("seccomp user notification is not available on this kernel ({e}); learning needs Linux 5.14 or later")
         })? {
             return Err("this kernel's seccomp notifications are larger than mcpsum knows; learning is not available with this build".into());
         }
-        let out = std::fs::OpenOptions::new()
+        let out = fs_err::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(file)
-            .map_err(|e| format!("cannot open the observation file `{}`: {e}", file.display()))?;
+            .map_err(|e| format!("cannot open the observation file: {e}"))?
+            .into_file();
         let (guard_end, server_end) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -415,7 +416,7 @@ fn at_dir(pid: u32, dirfd: i32) -> Option<PathBuf> {
     } else {
         format!("/proc/{pid}/fd/{dirfd}")
     };
-    let target = std::fs::read_link(link).ok()?;
+    let target = fs_err::read_link(link).ok()?;
     target.is_absolute().then_some(target)
 }
 

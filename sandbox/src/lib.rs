@@ -93,6 +93,9 @@
 //! and signals the group for a graceful stop. `setsid`/`setpgid` stay allowed.
 
 #![warn(missing_docs)]
+// The std calls the workspace's `clippy.toml` steers to `fs-err` (its errors name the path), and
+// the environment setters.
+#![deny(clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::time::Duration;

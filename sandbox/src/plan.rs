@@ -385,7 +385,7 @@ const USER_HOME: &str = "a user's home directory";
 /// shell, or whose home lies below `/home` or is `/root`. A derived prefix never is one, nor an
 /// ancestor of one, nor covers one of their credential paths, whatever `$HOME` says.
 pub fn user_homes() -> Vec<PathBuf> {
-    std::fs::read_to_string("/etc/passwd")
+    fs_err::read_to_string("/etc/passwd")
         .map(|t| passwd_homes(&t))
         .unwrap_or_default()
 }
@@ -509,7 +509,7 @@ pub(crate) fn clone_new_rule() -> SyscallRule {
 /// AppArmor restriction); `None` when nothing refuses it.
 #[cfg(target_os = "linux")]
 fn userns_unavailable() -> Option<String> {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_owned());
+    let read = |p: &str| fs_err::read_to_string(p).map(|s| s.trim().to_owned());
     if read("/proc/sys/user/max_user_namespaces").is_ok_and(|v| v == "0") {
         return Some("user.max_user_namespaces is 0".into());
     }
@@ -530,7 +530,7 @@ fn userns_unavailable() -> Option<String> {
 #[cfg(target_os = "linux")]
 pub(crate) fn task_limit_exempt() -> bool {
     let uid = u64::from(nix::unistd::getuid().as_raw());
-    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+    fs_err::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
         map.lines().any(|l| {
             let f: Vec<u64> = l
                 .split_whitespace()
@@ -865,7 +865,7 @@ pub(crate) fn identity(p: &Path) -> Option<(u64, u64)> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        fs_err::metadata(p).ok().map(|m| (m.dev(), m.ino()))
     }
     #[cfg(not(unix))]
     {
@@ -891,7 +891,7 @@ fn push_unique(rules: &mut Vec<FsRule>, rule: FsRule) {
 }
 
 fn etc_python_dirs() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir("/etc")
+    let mut out: Vec<PathBuf> = fs_err::read_dir("/etc")
         .into_iter()
         .flatten()
         .flatten()
@@ -948,7 +948,7 @@ fn cache_vars(arg0: &str, state_dir: &Path, server: &str) -> Vec<(&'static str, 
 /// `path_var`.
 pub fn resolve_command(arg0: &str, path_var: &OsStr) -> Result<PathBuf, SandboxError> {
     let is_exec = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| {
+        fs_err::metadata(p).is_ok_and(|m| {
             #[cfg(unix)]
             let exec = {
                 use std::os::unix::fs::PermissionsExt;
@@ -1015,19 +1015,17 @@ fn command_prefixes(
 /// directory (`~/.local/bin/uvx`) and the file it leads to. Both are absolute, without `.`,
 /// `..` or links in their directories.
 fn real_forms(file: &Path) -> Result<[PathBuf; 2], SandboxError> {
+    // The `fs-err` error names the path that failed (the command or its folder).
     let unresolvable = |e: std::io::Error| {
         SandboxError::layer(
             "exec",
-            format!(
-                "`{}` cannot be resolved to a real path: {e}",
-                file.display()
-            ),
+            format!("the command cannot be resolved to a real path: {e}"),
             "lock the server with an existing absolute command path",
         )
     };
-    let real = std::fs::canonicalize(file).map_err(unresolvable)?;
+    let real = fs_err::canonicalize(file).map_err(unresolvable)?;
     let link = match (file.parent(), file.file_name()) {
-        (Some(dir), Some(name)) => std::fs::canonicalize(dir).map_err(unresolvable)?.join(name),
+        (Some(dir), Some(name)) => fs_err::canonicalize(dir).map_err(unresolvable)?.join(name),
         _ => real.clone(),
     };
     Ok([link, real])
@@ -1098,7 +1096,7 @@ fn install_prefix(file: &Path, avoid: &[(String, PathBuf)]) -> PathBuf {
 /// directory, and no prefix can be judged for it.
 fn shebang_interpreter(program: &Path, path_var: &OsStr) -> Result<Option<PathBuf>, SandboxError> {
     let mut buf = [0u8; 256];
-    let Ok(n) = std::fs::File::open(program).and_then(|mut f| f.read(&mut buf)) else {
+    let Ok(n) = fs_err::File::open(program).and_then(|mut f| f.read(&mut buf)) else {
         return Ok(None);
     };
     let Some(line) = buf.get(..n).and_then(|h| h.strip_prefix(b"#!")) else {
@@ -1446,9 +1444,9 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn exe(path: &Path, body: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, body).unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs_err::create_dir_all(path.parent().unwrap()).unwrap();
+        fs_err::write(path, body).unwrap();
+        fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     fn base_rules() -> Vec<FsRule> {
@@ -1458,12 +1456,12 @@ mod tests {
     #[test]
     fn plan_as_a_whole_value() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let tool_bin = root.join("opt/tool/bin");
         let node_bin = root.join("opt/node/v20/bin");
         exe(&tool_bin.join("npx"), "#!/usr/bin/env node\n");
         exe(&node_bin.join("node"), "");
-        std::fs::create_dir_all(root.join("notes")).unwrap();
+        fs_err::create_dir_all(root.join("notes")).unwrap();
         let path = format!("{}:{}", tool_bin.display(), node_bin.display());
         let state = root.join("state");
         let req = LaunchRequest {
@@ -1682,9 +1680,9 @@ mod tests {
     #[test]
     fn a_dotdot_interpreter_or_command_never_opens_the_root() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let home = root.join("home");
-        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        fs_err::create_dir_all(home.join(".ssh")).unwrap();
         for (name, line) in [
             ("plain", "#!/etc/../bin/sh\n"),
             ("env-s", "#!/usr/bin/env -S /etc/../bin/sh -e\n"),
@@ -1717,7 +1715,7 @@ mod tests {
         }
         // A command path with `..` whose lexical prefix would be the parent of the home.
         exe(&root.join("bin/srv"), "#!/bin/sh\n");
-        std::fs::create_dir_all(root.join("data")).unwrap();
+        fs_err::create_dir_all(root.join("data")).unwrap();
         let cmd = root.join("data/../bin/srv");
         let got = plan_for_kernel(&request(&[cmd.to_str().unwrap()], vec![], &home), 7).unwrap();
         assert_read_set_is_narrow(&got, &home, "command with ..");
@@ -1726,8 +1724,8 @@ mod tests {
     #[test]
     fn every_rule_names_a_real_path() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir_all(root.join("real")).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        fs_err::create_dir_all(root.join("real")).unwrap();
         std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
         // A policy path is canonical once validated; a base entry such as `/lib` or
         // `/etc/localtime` may be a link: the launcher compares opened paths with these.
@@ -1751,7 +1749,7 @@ mod tests {
     #[test]
     fn relative_interpreters_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         for (line, named) in [
             ("#!python3\n", "python3"),
             ("#!./bin/python3\n", "./bin/python3"),
@@ -1791,9 +1789,9 @@ mod tests {
     #[test]
     fn the_read_set_never_holds_the_root_or_an_ancestor_of_home() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let home = root.join("home");
-        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        fs_err::create_dir_all(home.join(".aws")).unwrap();
         let refused = |read: Vec<PathBuf>| {
             plan_for_kernel(&request(&["/bin/true"], read, &home), 7)
                 .unwrap_err()
@@ -1985,9 +1983,9 @@ broken line\n";
     #[test]
     fn a_read_rule_that_is_the_root_or_a_home_under_another_name_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         let home = root.join("home");
-        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        fs_err::create_dir_all(home.join(".ssh")).unwrap();
         // A link stands in for a bind mount: another path, the same (st_dev, st_ino).
         std::os::unix::fs::symlink("/", root.join("rootb")).unwrap();
         std::os::unix::fs::symlink(&home, root.join("homeb")).unwrap();

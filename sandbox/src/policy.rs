@@ -315,7 +315,7 @@ pub(crate) fn canonical_or_lexical(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut cur = path.to_path_buf();
     loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
+        if let Ok(c) = fs_err::canonicalize(&cur) {
             let mut out = c;
             for part in rest.iter().rev() {
                 out.push(part);
@@ -388,7 +388,7 @@ fn parse_one(
         });
         return None;
     };
-    match std::fs::canonicalize(&expanded) {
+    match fs_err::canonicalize(&expanded) {
         Ok(real) => Some(PolicyPath::Host(real)),
         Err(e) => {
             errors.push(PolicyError::Missing {
@@ -414,12 +414,12 @@ mod tests {
 
     fn fixture() -> Fx {
         let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
         for d in ["home/u/notes", "home/u/proj/data", "state", "bin", "other"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
+            fs_err::create_dir_all(root.join(d)).unwrap();
         }
-        std::fs::write(root.join("home/u/proj/mcp.lock"), "{}").unwrap();
-        std::fs::write(root.join("bin/mcpsum"), "").unwrap();
+        fs_err::write(root.join("home/u/proj/mcp.lock"), "{}").unwrap();
+        fs_err::write(root.join("bin/mcpsum"), "").unwrap();
         std::os::unix::fs::symlink(root.join("home/u"), root.join("other/link-home")).unwrap();
         let protected = Protected {
             lockfile: root.join("home/u/proj/mcp.lock"),
@@ -564,7 +564,7 @@ mod tests {
     fn refuses_a_write_path_inside_the_state_dir() {
         let fx = fixture();
         let inside = fx.root.join("state/mcpsum/x");
-        std::fs::create_dir_all(&inside).unwrap();
+        fs_err::create_dir_all(&inside).unwrap();
         let errs =
             validate(&pol(&[], &[inside.to_str().unwrap()], &[]), &fx.protected).unwrap_err();
         assert!(matches!(

@@ -25,12 +25,11 @@ static LAUNCHER: OnceLock<Result<OwnedFd, String>> = OnceLock::new();
 /// here: commands that launch nothing still work, and each launch then refuses with an error
 /// that says where it looked.
 pub fn open_launcher() {
-    match std::fs::read_link("/proc/self/exe") {
+    match fs_err::read_link("/proc/self/exe") {
         Ok(exe) => open_launcher_at(&exe.with_file_name(LAUNCHER_NAME)),
         Err(e) => {
             let _ = LAUNCHER.set(Err(format!(
-                "cannot find the running binary to look for `{LAUNCHER_NAME}` beside it: \
-                 reading /proc/self/exe: {e}"
+                "cannot find the running binary to look for `{LAUNCHER_NAME}` beside it: {e}"
             )));
         }
     }
@@ -298,20 +297,20 @@ fn make_tmp() -> Result<tempfile::TempDir, SandboxError> {
             "remove it and retry",
         ));
     }
-    let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
+    let _ = fs_err::set_permissions(&base, std::fs::Permissions::from_mode(0o700));
     let dir = tempfile::Builder::new()
         .prefix("tmp-")
         .tempdir_in(&base)
         .map_err(|e| {
             SandboxError::io(format!("creating a directory in `{}`", base.display()), e)
         })?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| SandboxError::io(format!("chmod `{}`", dir.path().display()), e))?;
+    fs_err::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| SandboxError::io("making the temporary directory private (0700)", e))?;
     Ok(dir)
 }
 
 fn owned_dir(p: &Path, uid: u32) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+    fs_err::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == uid)
 }
 
 #[cfg(test)]

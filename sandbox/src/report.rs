@@ -84,7 +84,7 @@ pub fn sandbox_test_plan(
     egress: Option<EgressHook>,
 ) -> Result<SandboxReport, SandboxError> {
     let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+        .and_then(fs_err::canonicalize)
         .map_err(|e| SandboxError::io("finding the current executable", e))?;
 
     // Targets outside the sandbox: a listening pathname and abstract Unix socket (think
@@ -106,8 +106,8 @@ pub fn sandbox_test_plan(
     // A file outside every rule that only `truncate(2)` touches (Landlock governs that call
     // from ABI 3 on; below, the seccomp compensation must refuse it).
     let trunc_path = outside.path().join("truncate-me");
-    std::fs::write(&trunc_path, b"outside")
-        .map_err(|e| SandboxError::io(format!("writing `{}`", trunc_path.display()), e))?;
+    fs_err::write(&trunc_path, b"outside")
+        .map_err(|e| SandboxError::io("writing the probe's truncation target", e))?;
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| SandboxError::io("binding 127.0.0.1:0", e))?;
     let tcp_addr = tcp

@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader, IsTerminal, Seek, SeekFrom};
+use std::io::{IsTerminal, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 use crate::audit::AUDIT_FILE;
 use crate::cli::AuditArgs;
 use crate::error::{Error, Exit, Result};
+use crate::lines::{Frame, Line, Lines};
 use crate::output::{self, paint, sanitize_line, style};
 use crate::paths;
 
@@ -182,31 +183,38 @@ struct Head<'a> {
 
 /// The log file being read, line by line.
 struct Log {
-    reader: BufReader<File>,
+    file: File,
+    /// Its lines; a partial last line stays here until its newline arrives.
+    lines: Lines,
     /// Device and inode, to notice a rotation.
     id: (u64, u64),
-    /// Bytes consumed, to notice a truncation.
+    /// Bytes read, to notice a truncation.
     offset: u64,
-    /// The first and the last bytes consumed (up to [`TAIL`] each): a file truncated and
-    /// written past `offset` again between two polls has other bytes there (records differ in
-    /// their time, at the start, more than at their end).
+    /// The first and the last bytes read (up to [`TAIL`] each): a file truncated and written
+    /// past `offset` again between two polls has other bytes there (records differ in their
+    /// time, at the start, more than at their end).
     head: Vec<u8>,
     tail: Vec<u8>,
-    /// The line being assembled (a partial line stays here until its newline arrives).
-    line: Vec<u8>,
-    /// The current line went over [`MAX_LINE`]; it is discarded up to its newline.
-    overlong: bool,
     /// Whole lines read.
     line_no: u64,
-    skipped: u64,
-    first_skipped: u64,
+    skipped: Skipped,
+}
+
+/// Lines that are not audit records.
+#[derive(Default)]
+struct Skipped {
+    count: u64,
+    first: u64,
     reported: u64,
 }
 
-enum Next {
-    Line,
-    TooLong,
-    Eof,
+impl Skipped {
+    fn skip(&mut self, line_no: u64) {
+        if self.count == 0 {
+            self.first = line_no;
+        }
+        self.count += 1;
+    }
 }
 
 fn open(path: &Path) -> Result<Option<File>> {
@@ -227,70 +235,46 @@ impl Log {
     fn new(file: File, path: &Path) -> Result<Self> {
         let meta = file.metadata().map_err(|e| read_error(path, e))?;
         Ok(Self {
-            reader: BufReader::with_capacity(FLUSH_AT, file),
+            file,
+            lines: Lines::new(MAX_LINE),
             id: (meta.dev(), meta.ino()),
             offset: 0,
             head: Vec::new(),
             tail: Vec::new(),
-            line: Vec::new(),
-            overlong: false,
             line_no: 0,
-            skipped: 0,
-            first_skipped: 0,
-            reported: 0,
+            skipped: Skipped::default(),
         })
     }
 
-    /// Reads up to the next newline. At the end of the file a partial line stays in `line`.
-    fn next(&mut self) -> std::io::Result<Next> {
-        loop {
-            let buf = self.reader.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(Next::Eof);
-            }
-            let (take, complete) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (i, true),
-                None => (buf.len(), false),
-            };
-            if !self.overlong {
-                if self.line.len() + take > MAX_LINE {
-                    self.overlong = true;
-                    self.line = Vec::new();
-                } else {
-                    self.line.extend_from_slice(&buf[..take]);
-                }
-            }
-            let used = take + usize::from(complete);
-            let missing = TAIL - self.head.len();
-            self.head.extend_from_slice(&buf[..used.min(missing)]);
-            self.tail
-                .extend_from_slice(&buf[used.saturating_sub(TAIL)..used]);
-            let excess = self.tail.len().saturating_sub(TAIL);
-            self.tail.drain(..excess);
-            self.reader.consume(used);
-            self.offset += used as u64;
-            if complete {
-                self.line_no += 1;
-                if std::mem::take(&mut self.overlong) {
-                    return Ok(Next::TooLong);
-                }
-                return Ok(Next::Line);
-            }
-        }
+    /// Reads more of the file; false at its end.
+    fn read_more(&mut self) -> std::io::Result<bool> {
+        let read = self.lines.read_from(&mut self.file)?;
+        let missing = TAIL - self.head.len();
+        self.head
+            .extend_from_slice(&read[..read.len().min(missing)]);
+        self.tail
+            .extend_from_slice(&read[read.len().saturating_sub(TAIL)..]);
+        let excess = self.tail.len().saturating_sub(TAIL);
+        self.tail.drain(..excess);
+        self.offset += read.len() as u64;
+        Ok(!read.is_empty())
     }
 
     /// Shows every whole line up to the end of the file.
     fn drain(&mut self, path: &Path, filter: &Filter, view: &mut View) -> Result<()> {
         loop {
-            match self.next().map_err(|e| read_error(path, e))? {
-                Next::Eof => return Ok(()),
-                Next::TooLong => self.skip(self.line_no),
-                Next::Line => {
-                    if !consider(&self.line, filter, view) {
-                        self.skip(self.line_no);
-                    }
-                    self.line.clear();
+            while let Some(line) = self.lines.take_line() {
+                self.line_no += 1;
+                let record = match line {
+                    Line::Whole(line) => consider(line, filter, view),
+                    Line::TooLong(_) => false,
+                };
+                if !record {
+                    self.skipped.skip(self.line_no);
                 }
+            }
+            if !self.read_more().map_err(|e| read_error(path, e))? {
+                return Ok(());
             }
         }
     }
@@ -298,29 +282,26 @@ impl Log {
     /// At the end of a read without `--follow`: a last line without its newline is shown if
     /// it is a whole record; true when it is not (a record still being written).
     fn finish(&mut self, filter: &Filter, view: &mut View) -> bool {
-        if self.overlong {
-            self.skip(self.line_no + 1);
-            return false;
+        match self.lines.finish() {
+            None => false,
+            Some(Frame::TooLong(_)) => {
+                self.skipped.skip(self.line_no + 1);
+                false
+            }
+            Some(Frame::Line(line)) => {
+                !line.iter().all(u8::is_ascii_whitespace) && !consider(&line, filter, view)
+            }
         }
-        let line = std::mem::take(&mut self.line);
-        !line.iter().all(u8::is_ascii_whitespace) && !consider(&line, filter, view)
-    }
-
-    fn skip(&mut self, line_no: u64) {
-        if self.skipped == 0 {
-            self.first_skipped = line_no;
-        }
-        self.skipped += 1;
     }
 
     /// Reports skipped lines not reported yet (all of them at the end of a plain read; as they
     /// come when following).
     fn report_skipped(&mut self, path: &Path, following: bool) {
-        let new = self.skipped - self.reported;
+        let new = self.skipped.count - self.skipped.reported;
         if new == 0 {
             return;
         }
-        self.reported = self.skipped;
+        self.skipped.reported = self.skipped.count;
         let what = if new == 1 {
             "1 line that is not an audit record".to_owned()
         } else {
@@ -329,9 +310,9 @@ impl Log {
         let at = if following {
             format!("up to line {}", self.line_no)
         } else if new == 1 {
-            format!("line {}", self.first_skipped)
+            format!("line {}", self.skipped.first)
         } else {
-            format!("the first is line {}", self.first_skipped)
+            format!("the first is line {}", self.skipped.first)
         };
         output::warn(&format!("skipped {what} in `{}` ({at})", path.display()));
     }
@@ -352,7 +333,7 @@ impl Log {
         use std::os::unix::fs::FileExt;
         let same = |bytes: &[u8], at: u64| {
             let mut now = vec![0; bytes.len()];
-            self.reader.get_ref().read_exact_at(&mut now, at).is_ok() && now == bytes
+            self.file.read_exact_at(&mut now, at).is_ok() && now == bytes
         };
         same(&self.head, 0) && same(&self.tail, self.offset - self.tail.len() as u64)
     }
@@ -363,14 +344,13 @@ impl Log {
             "`{}` was truncated; reading it from the start",
             path.display()
         ));
-        self.reader
+        self.file
             .seek(SeekFrom::Start(0))
             .map_err(|e| read_error(path, e))?;
         self.offset = 0;
         self.head.clear();
         self.tail.clear();
-        self.line.clear();
-        self.overlong = false;
+        self.lines.clear();
         self.line_no = 0;
         Ok(())
     }
@@ -458,8 +438,8 @@ async fn follow(path: &Path, filter: &Filter, view: &mut View) -> Result<Exit> {
                     // Rotated: finish the old file (proxies may have appended since the drain
                     // above), then read the new one from its start, as `tail -F` does.
                     current.drain(path, filter, view)?;
-                    if !current.line.is_empty() || current.overlong {
-                        current.skip(current.line_no + 1);
+                    if current.lines.pending() {
+                        current.skipped.skip(current.line_no + 1);
                     }
                     current.report_skipped(path, true);
                     if let Some(f) = open(path)? {

@@ -64,64 +64,70 @@ fn is_executable(path: &Path) -> bool {
     fs_err::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Bytes read from a server's stderr at a time.
-const STDERR_CHUNK: usize = 64 * 1024;
 /// Bytes kept of one stderr line (enough for [`TAIL_LINE_CHARS`] characters of any UTF-8).
 const TAIL_LINE_BYTES: usize = 4 * TAIL_LINE_CHARS;
 /// What marks a stderr line that was cut.
 const CUT_MARK: &str = "… [line cut]";
 
-/// The stderr line being read. A server is hostile input and may write without ever ending a
-/// line: only the line's first [`TAIL_LINE_BYTES`] are kept; the line is shown, marked cut, as
-/// soon as it passes them, and the rest of it is dropped as it is read.
-#[derive(Default)]
-struct StderrLine {
-    buf: Vec<u8>,
-    /// The line passed the limit and was shown; its bytes are dropped until its newline.
-    cut: bool,
+/// A server's stderr, line by line. A server is hostile input and may write without ever ending
+/// a line: [`crate::lines::Lines`] keeps only a line's first [`TAIL_LINE_BYTES`]; the line is
+/// shown, marked cut, as soon as it passes them, and the rest of it is dropped as it is read.
+struct StderrLines {
+    lines: crate::lines::Lines,
+    /// The line being dropped was shown already.
+    shown: bool,
 }
 
-impl StderrLine {
-    /// Takes the next piece of stderr: a run of bytes that ends in at most one newline, its last.
-    fn take(&mut self, piece: &[u8], emit: &mut impl FnMut(&str)) {
-        let (body, ends) = match piece.split_last() {
-            Some((b'\n', body)) => (body, true),
-            _ => (piece, false),
-        };
-        if !self.cut {
-            let room = TAIL_LINE_BYTES - self.buf.len();
-            self.buf.extend_from_slice(&body[..body.len().min(room)]);
-            if body.len() > room {
-                self.cut = true;
-                self.emit(emit);
-            }
+impl Default for StderrLines {
+    fn default() -> Self {
+        Self {
+            lines: crate::lines::Lines::with_head(TAIL_LINE_BYTES, TAIL_LINE_BYTES),
+            shown: false,
         }
-        if ends {
-            if !self.cut {
-                self.emit(emit);
-            }
-            self.buf.clear();
-            self.cut = false;
+    }
+}
+
+impl StderrLines {
+    /// Takes the next bytes of stderr and shows the lines they end.
+    fn take(&mut self, bytes: &[u8], emit: &mut impl FnMut(&str)) {
+        self.lines.push(bytes);
+        while let Some(frame) = self.lines.take_frame() {
+            self.show(frame, emit);
+        }
+        if self.lines.skipping() && !self.shown {
+            show_line(self.lines.head(), true, emit);
+            self.shown = true;
         }
     }
 
     /// The end of stderr: a last line without a newline counts.
     fn finish(&mut self, emit: &mut impl FnMut(&str)) {
-        if !self.cut && !self.buf.is_empty() {
-            self.emit(emit);
+        if let Some(frame) = self.lines.finish() {
+            self.show(frame, emit);
         }
     }
 
-    fn emit(&mut self, emit: &mut impl FnMut(&str)) {
-        let text = String::from_utf8_lossy(&self.buf);
-        let text = text.trim_end();
-        let mut short: String = text.chars().take(TAIL_LINE_CHARS).collect();
-        if self.cut || short.len() < text.len() {
-            short.push_str(CUT_MARK);
+    fn show(&mut self, frame: crate::lines::Frame, emit: &mut impl FnMut(&str)) {
+        match frame {
+            crate::lines::Frame::Line(line) => show_line(&line, false, emit),
+            crate::lines::Frame::TooLong(_) => {
+                if !std::mem::take(&mut self.shown) {
+                    show_line(self.lines.head(), true, emit);
+                }
+            }
         }
-        emit(&short);
-        self.buf.clear();
     }
+}
+
+/// Shows one stderr line, at most [`TAIL_LINE_CHARS`] of it.
+fn show_line(bytes: &[u8], cut: bool, emit: &mut impl FnMut(&str)) {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end();
+    let mut short: String = text.chars().take(TAIL_LINE_CHARS).collect();
+    if cut || short.len() < text.len() {
+        short.push_str(CUT_MARK);
+    }
+    emit(&short);
 }
 
 /// The last lines a server wrote to stderr.
@@ -303,8 +309,8 @@ impl ServerProcess {
         let tail2 = tail.clone();
         let reader = tokio::spawn(async move {
             let mut pipe = stderr_pipe;
-            let mut chunk = vec![0u8; STDERR_CHUNK];
-            let mut line = StderrLine::default();
+            let mut chunk = vec![0u8; crate::lines::READ_CHUNK];
+            let mut lines = StderrLines::default();
             let mut emit = |text: &str| {
                 if forward {
                     crate::output::server_stderr(&server, text);
@@ -316,11 +322,9 @@ impl ServerProcess {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                for piece in chunk[..n].split_inclusive(|b| *b == b'\n') {
-                    line.take(piece, &mut emit);
-                }
+                lines.take(&chunk[..n], &mut emit);
             }
-            line.finish(&mut emit);
+            lines.finish(&mut emit);
         });
         let mut process = Self {
             child,
@@ -404,14 +408,12 @@ mod tests {
 
     fn lines_of(pieces: &[&[u8]]) -> Vec<String> {
         let mut out = Vec::new();
-        let mut line = StderrLine::default();
+        let mut lines = StderrLines::default();
         let mut emit = |t: &str| out.push(t.to_owned());
         for p in pieces {
-            for piece in p.split_inclusive(|b| *b == b'\n') {
-                line.take(piece, &mut emit);
-            }
+            lines.take(p, &mut emit);
         }
-        line.finish(&mut emit);
+        lines.finish(&mut emit);
         out
     }
 
@@ -432,5 +434,25 @@ mod tests {
         assert_eq!(lines[1], "after");
         // Never ended: shown once, cut, and nothing more at the end.
         assert_eq!(lines_of(&[&long]).len(), 1);
+        // Ended in the same read: shown once, cut.
+        let mut ended = long.clone();
+        ended.extend_from_slice(b"\r\nnext");
+        let lines = lines_of(&[&ended]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].ends_with(CUT_MARK) && lines[1] == "next");
+    }
+
+    #[test]
+    fn a_cut_stderr_line_is_shown_before_its_newline() {
+        let mut out = Vec::new();
+        let mut lines = StderrLines::default();
+        let mut emit = |t: &str| out.push(t.to_owned());
+        lines.take(&vec![b'y'; TAIL_LINE_BYTES + 1], &mut emit);
+        lines.take(b"more, never shown", &mut emit);
+        lines.take(b"\nnext\n", &mut emit);
+        lines.finish(&mut emit);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[0].starts_with('y') && out[0].ends_with(CUT_MARK));
+        assert_eq!(out[1], "next");
     }
 }

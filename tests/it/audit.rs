@@ -6,21 +6,15 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Run, World};
+use crate::support::{Client, Run, World};
 
-// ----- a small JSON-RPC client over `mcpsum proxy` -----
-
-pub(crate) struct Client {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    rx: mpsc::Receiver<Value>,
-}
+// ----- clients of `mcpsum proxy` -----
 
 /// A client of its own: runs its arguments with new pipes and relays lines both ways.
 const RELAY: &str = "import subprocess, sys, threading
@@ -37,118 +31,41 @@ for line in iter(p.stdout.readline, b''):
 sys.exit(p.wait())
 ";
 
-impl Client {
-    /// `mcpsum proxy --name NAME`; with `own_session` it runs under a Python process that
-    /// stays its parent and relays over pipes of its own: another client, so a session of its
-    /// own (a shell or a wrapper that passes its stdio on would not be: the session is the
-    /// client past them).
-    pub(crate) fn start(w: &World, name: &str, own_session: bool) -> Self {
-        let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
-        let lockfile = w.lockfile();
-        let args = [
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            name,
-        ];
-        let mut c = if own_session {
-            let mut c = Command::new("/usr/bin/python3");
-            c.args(["-c", RELAY, mcpsum]).args(args);
-            c
-        } else {
-            let mut c = Command::new(mcpsum);
-            c.args(args);
-            c
-        };
-        let mut child = c
-            .env_clear()
-            .env("MCPSUM_STATE_DIR", w.path().join("state"))
-            .current_dir(w.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start mcpsum proxy");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        let mut client = Self {
-            stdin: child.stdin.take(),
-            child,
-            rx,
-        };
-        client.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "audit-test", "version": "1"}}),
-        );
-        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send(&mut self, msg: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    #[track_caller]
-    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let msg = self
-                .rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no answer to {method} (id {id})"));
-            if msg.get("method").is_none() && msg["id"] == json!(id) {
-                return msg;
-            }
-        }
-    }
-
-    #[track_caller]
-    fn call(&mut self, id: u64, tool: &str) -> Value {
-        self.request(
-            id,
-            "tools/call",
-            json!({"name": tool, "arguments": {"k": "an argument value"}}),
-        )
-    }
-
-    /// Closes stdin and waits for the proxy to exit 0.
-    #[track_caller]
-    pub(crate) fn finish(mut self) {
-        self.stdin = None;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                assert_eq!(s.code(), Some(0), "the proxy failed");
-                return;
-            }
-            assert!(Instant::now() < deadline, "the proxy did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// `mcpsum proxy --name NAME` after a legacy handshake; with `own_session` it runs under a
+/// Python process that stays its parent and relays over pipes of its own: another client, so a
+/// session of its own (a shell or a wrapper that passes its stdio on would not be: the session
+/// is the client past them).
+pub(crate) fn client(w: &World, name: &str, own_session: bool) -> Client {
+    let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
+    let lockfile = w.lockfile();
+    let args = [
+        "--lockfile",
+        lockfile.to_str().unwrap(),
+        "proxy",
+        "--name",
+        name,
+    ];
+    let mut c = if own_session {
+        let mut c = Command::new("/usr/bin/python3");
+        c.args(["-c", RELAY, mcpsum]).args(args);
+        c
+    } else {
+        let mut c = Command::new(mcpsum);
+        c.args(args);
+        c
+    };
+    c.env_clear()
+        .env("MCPSUM_STATE_DIR", w.path().join("state"))
+        .current_dir(w.path());
+    let mut client = Client::spawn(c, None).named("audit-test");
+    client.hello();
+    client
 }
 
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A `tools/call` of `tool` with one argument.
+#[track_caller]
+fn call(c: &mut Client, id: u64, tool: &str) -> Value {
+    c.call(id, tool, json!({"k": "an argument value"}))
 }
 
 // ----- the world: a log the proxy wrote -----
@@ -208,15 +125,15 @@ fn logged() -> Logged {
     let other = w.scenario("other", &json!({"tools": [tool("echo")]}));
     w.lock_fake("other", &other, &[]).code(0);
 
-    let mut a = Client::start(&w, "notes", false);
-    assert!(a.call(1, "echo").get("result").is_some());
+    let mut a = client(&w, "notes", false);
+    assert!(call(&mut a, 1, "echo").get("result").is_some());
     // A name the client made up, with an escape sequence in it.
-    assert!(a.call(2, "ghost\u{1b}[2K").get("error").is_some());
-    assert!(a.call(3, "read_page").get("result").is_some());
+    assert!(call(&mut a, 2, "ghost\u{1b}[2K").get("error").is_some());
+    assert!(call(&mut a, 3, "read_page").get("result").is_some());
     // Tainted, and this client cannot show a prompt: refused without reaching the server.
-    let r = a.call(4, "send");
+    let r = call(&mut a, 4, "send");
     assert_eq!(r["result"]["isError"], json!(true), "{r}");
-    assert!(a.call(5, "echo").get("result").is_some());
+    assert!(call(&mut a, 5, "echo").get("result").is_some());
     // The drift after that third call quarantines the server.
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut id = 100;
@@ -229,11 +146,11 @@ fn logged() -> Logged {
         std::thread::sleep(Duration::from_millis(50));
         id += 1;
     }
-    a.finish();
+    a.finish_ok();
 
-    let mut b = Client::start(&w, "other", true);
-    assert!(b.call(1, "echo").get("result").is_some());
-    b.finish();
+    let mut b = client(&w, "other", true);
+    assert!(call(&mut b, 1, "echo").get("result").is_some());
+    b.finish_ok();
 
     let records: Vec<Value> = std::fs::read_to_string(w.path().join("state/audit.jsonl"))
         .unwrap()
@@ -405,6 +322,51 @@ fn the_table_shows_every_record_of_a_real_log_readably() {
     assert!(!r.stdout.contains('\u{1b}'), "{}", r.stdout);
     // Never argument values: the table shows only what the log has.
     assert!(!r.stdout.contains("an argument value"));
+}
+
+/// The table a person reads, snapshotted: the records of the real log above with what changes
+/// from run to run (times, session ids, pids, durations) set to fixed values, so the snapshot
+/// shows the table as drawn, its column widths included.
+#[test]
+fn the_table_as_people_read_it() {
+    let l = logged();
+    let sessions = [
+        (l.session_a.as_str(), "4242-1"),
+        (l.session_b.as_str(), "4343-2"),
+    ];
+    let mut fixed = String::new();
+    for (i, line) in l.lines().iter().enumerate() {
+        let mut r: Value = serde_json::from_str(line).unwrap();
+        r["ts"] = json!(format!("2026-07-28T09:{:02}:{:02}.000Z", i / 60, i % 60));
+        for (real, fake) in sessions {
+            if r["session"] == real {
+                r["session"] = json!(fake);
+            }
+            if r["tainted_by"]["session"] == real {
+                r["tainted_by"]["session"] = json!(fake);
+            }
+        }
+        if r["tainted_by"].get("ts").is_some() {
+            r["tainted_by"]["ts"] = json!("2026-07-28T09:00:03.000Z");
+        }
+        for (key, value) in [("pid", 31_337), ("client_pid", 4242), ("duration_ms", 12)] {
+            if r.get(key).is_some() {
+                r[key] = json!(value);
+            }
+        }
+        fixed.push_str(&format!("{r}\n"));
+    }
+    let w = World::new();
+    std::fs::create_dir_all(w.path().join("state")).unwrap();
+    let log = w.path().join("state/audit.jsonl");
+    std::fs::write(&log, fixed).unwrap();
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let r = w.run(&["audit"]);
+    r.code(0);
+    assert_eq!(r.stderr, "", "a whole log draws no warning");
+    crate::support::snapshot_settings().bind(|| {
+        insta::assert_snapshot!("audit_table", w.redact(&r.stdout));
+    });
 }
 
 #[test]
@@ -624,9 +586,9 @@ fn follow_prints_new_records_as_they_are_appended() {
 
     // A new proxy session appends real records.
     let before = l.lines().len();
-    let mut c = Client::start(&l.w, "other", false);
-    c.call(1, "echo");
-    c.finish();
+    let mut c = client(&l.w, "other", false);
+    call(&mut c, 1, "echo");
+    c.finish_ok();
     let new = l.lines()[before..].to_vec();
     assert!(new.len() >= 3, "start, call, exit: {new:?}");
     assert_eq!(f.lines(new.len()), new);
@@ -811,12 +773,12 @@ fn records_of_huge_names_are_capped_and_still_shown_and_filtered() {
     let w = World::new();
     let s = w.scenario("big", &json!({"tools": [tool("echo")]}));
     w.lock_fake("big", &s, &[]).code(0);
-    let mut c = Client::start(&w, "big", false);
+    let mut c = client(&w, "big", false);
     let log = w.path().join("state/audit.jsonl");
     let before = std::fs::metadata(&log).unwrap().len();
     let huge = format!("huge-{}", "x".repeat(4 << 20));
     for id in 1..=4 {
-        assert!(c.call(id, &huge).get("error").is_some());
+        assert!(call(&mut c, id, &huge).get("error").is_some());
     }
     let r = c.request(
         5,
@@ -826,8 +788,8 @@ fn records_of_huge_names_are_capped_and_still_shown_and_filtered() {
     assert!(r.get("error").is_some(), "{r}");
     let r = c.request(6, "prompts/get", json!({"name": huge}));
     assert!(r.get("error").is_some(), "{r}");
-    assert!(c.call(7, "echo").get("result").is_some());
-    c.finish();
+    assert!(call(&mut c, 7, "echo").get("result").is_some());
+    c.finish_ok();
     let grown = std::fs::metadata(&log).unwrap().len() - before;
     assert!(grown < 16 * 1024, "the log grew by {grown} bytes");
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::sandbox::{
-    Sbx, Session, command_of, current_uid, escape_argv, helper, kernel_lacks, policy, run_output,
-    skip, users,
+    Sbx, command_of, current_uid, escape_argv, escape_call, helper, kernel_lacks, policy,
+    run_output, session, skip, users,
 };
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -264,11 +264,11 @@ fn egress_allows_listed_hosts_and_refuses_the_rest() {
             &net.wrap(&hosts, &w.argv(&["proxy", "--name", "web"])),
             &w.root,
         );
-        let mut s = Session::start(cmd, w.p("proxy.stderr"));
+        let mut s = session(cmd, w.p("proxy.stderr"));
         let ctx = |what: &str, v: &Value| format!("uid {uid}, {what}: {v:#}");
 
         // Allowed name (listed together with its private IP): reached, certificate verified.
-        let r = s.call("fetch", json!({"url": "https://good.test/hello"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://good.test/hello"}));
         assert_eq!(r["status"], 200, "{}", ctx("good.test", &r));
         assert_eq!(
             r["body"],
@@ -277,24 +277,29 @@ fn egress_allows_listed_hosts_and_refuses_the_rest() {
             ctx("good.test", &r)
         );
         // The listed IP itself.
-        let r = s.call("fetch", json!({"url": format!("https://{ip}/by-ip")}));
+        let r = escape_call(
+            &mut s,
+            "fetch",
+            json!({"url": format!("https://{ip}/by-ip")}),
+        );
         assert_eq!(r["status"], 200, "{}", ctx("listed IP", &r));
         // An unlisted host (same address): 403.
-        let r = s.call("fetch", json!({"url": "https://other.test/"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://other.test/"}));
         assert!(
             r["error"].as_str().unwrap_or_default().contains("403"),
             "{}",
             ctx("unlisted", &r)
         );
         // A listed name that resolves to loopback (127.0.0.1 is not listed): 403.
-        let r = s.call("fetch", json!({"url": "https://loop.test/"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://loop.test/"}));
         assert!(
             r["error"].as_str().unwrap_or_default().contains("403"),
             "{}",
             ctx("loopback name", &r)
         );
         // CONNECT to an allowed host, then a ClientHello naming another host.
-        let r = s.call(
+        let r = escape_call(
+            &mut s,
             "raw",
             json!({"mode": "connect_tls", "host": "good.test", "port": 443, "sni": "evil.test"}),
         );
@@ -306,7 +311,8 @@ fn egress_allows_listed_hosts_and_refuses_the_rest() {
             ctx("mismatched SNI", &r)
         );
         // CONNECT, then plain HTTP bytes.
-        let r = s.call(
+        let r = escape_call(
+            &mut s,
             "raw",
             json!({"mode": "connect_plain", "host": "good.test", "port": 443}),
         );
@@ -319,7 +325,8 @@ fn egress_allows_listed_hosts_and_refuses_the_rest() {
             ctx("non-TLS bytes", &r)
         );
         // A plain proxy GET.
-        let r = s.call(
+        let r = escape_call(
+            &mut s,
             "raw",
             json!({"mode": "get", "host": "good.test", "port": 443}),
         );
@@ -332,12 +339,16 @@ fn egress_allows_listed_hosts_and_refuses_the_rest() {
             ctx("plain GET", &r)
         );
         // Around the proxy: no route out of the server's namespace.
-        let r = s.call("raw", json!({"mode": "direct", "host": ip, "port": 443}));
+        let r = escape_call(
+            &mut s,
+            "raw",
+            json!({"mode": "direct", "host": ip, "port": 443}),
+        );
         assert_eq!(r["result"]["ok"], false, "{}", ctx("direct", &r));
 
         let records = wait_records(&w, 7);
         s.close_stdin();
-        s.wait(Duration::from_secs(20));
+        s.wait_for(Duration::from_secs(20));
         let after = egress_records(&w);
         assert_eq!(
             after.len(),
@@ -412,18 +423,18 @@ fn egress_private_addresses_need_their_ip_and_wildcards_skip_the_apex() {
             &net.wrap(&hosts, &w.argv(&["proxy", "--name", "web"])),
             &w.root,
         );
-        let mut s = Session::start(cmd, w.p("proxy.stderr"));
+        let mut s = session(cmd, w.p("proxy.stderr"));
         // A subdomain matches the wildcard (its address is listed).
-        let r = s.call("fetch", json!({"url": "https://api.good.test/w"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://api.good.test/w"}));
         assert_eq!(r["status"], 200, "uid {uid}: {r:#}");
         // The apex does not.
-        let r = s.call("fetch", json!({"url": "https://good.test/"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://good.test/"}));
         assert!(
             r["error"].as_str().unwrap_or_default().contains("403"),
             "uid {uid}: {r:#}"
         );
         // A listed name on a private address that is not listed itself.
-        let r = s.call("fetch", json!({"url": "https://private.test/"}));
+        let r = escape_call(&mut s, "fetch", json!({"url": "https://private.test/"}));
         assert!(
             r["error"].as_str().unwrap_or_default().contains("403"),
             "uid {uid}: {r:#}"

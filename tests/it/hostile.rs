@@ -419,7 +419,8 @@ fn server_text_in_errors_cannot_start_a_line() {
 /// it taints the session.
 #[test]
 fn a_source_error_to_prompts_get_taints() {
-    use crate::taint::{Era, Raw, list_json, only_session, set_policy};
+    use crate::support::Era;
+    use crate::taint::{list_json, only_session, raw, set_policy};
     for era in [Era::Legacy, Era::Modern] {
         let w = World::new();
         let s = w.scenario(
@@ -434,8 +435,8 @@ fn a_source_error_to_prompts_get_taints() {
             "web",
             &json!({"taint": {"sources": ["prompts:*"], "sinks": ["send"]}}),
         );
-        let mut px = Raw::start(&w, "web", era, json!({}));
-        let r = px.request("p", "prompts/get", json!({"name": "ask"}), None);
+        let mut px = raw(&w, "web", era, json!({}));
+        let r = px.request_answering("p", "prompts/get", json!({"name": "ask"}), None);
         assert!(r.get("error").is_some(), "{era:?}: {r:#}");
         // Refused (this client cannot show a prompt), naming the source, in either era's form.
         let text = px.call("s", "send", json!({})).to_string();
@@ -454,7 +455,8 @@ fn a_source_error_to_prompts_get_taints() {
 /// prompt. Every key is shown, every hidden character escaped.
 #[test]
 fn arguments_cannot_hide_from_the_approval_prompt() {
-    use crate::taint::{Era, prompt_for};
+    use crate::support::Era;
+    use crate::taint::prompt_for;
     let args = json!({"note": "n".repeat(2_000), "t\u{2066}o\u{2069}\u{200d}": "evil@example.org"});
     let msg = prompt_for(Era::Modern, &args);
     assert!(
@@ -471,7 +473,8 @@ fn arguments_cannot_hide_from_the_approval_prompt() {
 /// still the client: the proxy's session is the test process's, two shells up.
 #[test]
 fn nested_shells_do_not_make_a_session_of_their_own() {
-    use crate::taint::{Era, Raw, default_policy, list_json, only_session, setup};
+    use crate::support::Era;
+    use crate::taint::{default_policy, list_json, only_session, raw_with, setup};
     let w = World::new();
     setup(&w, "web", Era::Legacy, &default_policy());
     let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
@@ -481,7 +484,7 @@ fn nested_shells_do_not_make_a_session_of_their_own() {
         "/bin/bash -c '\"$0\" \"$@\"; exit $?' \"$0\" \"$@\"; exit $?",
         mcpsum,
     ]);
-    let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+    let mut px = raw_with(&w, "web", Era::Legacy, json!({}), cmd);
     px.finish();
     let st = only_session(&list_json(&w));
     assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");
@@ -499,19 +502,19 @@ fn nested_shells_do_not_make_a_session_of_their_own() {
 /// a call. Each record keeps a prefix and the digest.
 #[test]
 fn a_huge_method_name_does_not_swell_the_audit_log() {
-    use crate::audit::{Client, tool};
+    use crate::audit::{client, tool};
     let w = World::new();
     let s = w.scenario("big", &json!({"tools": [tool("echo")]}));
     w.lock_fake("big", &s, &[]).code(0);
     let log = w.path().join("state/audit.jsonl");
-    let mut c = Client::start(&w, "big", false);
+    let mut c = client(&w, "big", false);
     let before = std::fs::metadata(&log).unwrap().len();
     let huge = "m".repeat(4 << 20);
     for id in 1..=3 {
         let r = c.request(id, &huge, json!({}));
         assert!(r.get("error").is_some(), "{r}");
     }
-    c.finish();
+    c.finish_ok();
     let grown = std::fs::metadata(&log).unwrap().len() - before;
     assert!(grown < 8 * 1024, "the log grew by {grown} bytes");
 }
@@ -521,7 +524,8 @@ fn a_huge_method_name_does_not_swell_the_audit_log() {
 /// that pushes the rest of a value off the screen. All are escaped or counted in the prompt.
 #[test]
 fn blank_combining_format_characters_and_space_runs_cannot_hide_from_the_prompt() {
-    use crate::taint::{Era, prompt_for};
+    use crate::support::Era;
+    use crate::taint::prompt_for;
     let hidden = [
         '\u{2800}',
         '\u{0338}',
@@ -578,7 +582,8 @@ fn blank_combining_format_characters_and_space_runs_cannot_hide_from_the_prompt(
 /// stdin and stdout in it and walks past it to the client, the test process.
 #[test]
 fn an_unknown_wrapper_passing_stdio_on_does_not_make_a_session_of_its_own() {
-    use crate::taint::{Era, Raw, default_policy, list_json, only_session, setup};
+    use crate::support::Era;
+    use crate::taint::{default_policy, list_json, only_session, raw_with, setup};
     let w = World::new();
     setup(&w, "web", Era::Legacy, &default_policy());
     let mcpsum = env!("CARGO_BIN_EXE_mcpsum");
@@ -588,7 +593,7 @@ fn an_unknown_wrapper_passing_stdio_on_does_not_make_a_session_of_its_own() {
         "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
         mcpsum,
     ]);
-    let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+    let mut px = raw_with(&w, "web", Era::Legacy, json!({}), cmd);
     px.finish();
     let st = only_session(&list_json(&w));
     assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");
@@ -604,7 +609,7 @@ fn an_unknown_wrapper_passing_stdio_on_does_not_make_a_session_of_its_own() {
         setup(&w, "web", Era::Legacy, &default_policy());
         let mut cmd = std::process::Command::new("/usr/bin/strace");
         cmd.args(["-f", "-qq", "-o", "/dev/null", mcpsum]);
-        let px = Raw::start_with(&w, "web", Era::Legacy, json!({}), cmd);
+        let mut px = raw_with(&w, "web", Era::Legacy, json!({}), cmd);
         px.finish();
         let st = only_session(&list_json(&w));
         assert_eq!(st["session"]["clientPid"], std::process::id(), "{st:#}");

@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{Sbx, Session, helper, kernel_lacks, policy, skip, users};
+use crate::sandbox::{Sbx, escape_call, helper, kernel_lacks, policy, session, skip, users};
+use crate::support::Client;
 
 /// The learn server's argv.
 fn learn_argv() -> Vec<String> {
@@ -86,20 +87,22 @@ fn layout(w: &Sbx) {
 }
 
 /// The calls of one session; `sandboxed` says what to expect of the key read.
-fn exercise(s: &mut Session, w: &Sbx, port: Option<u16>, ctx: &str) {
-    let r = s.call("read", json!({"path": w.s("data/proj/src/main.txt")}));
+fn exercise(s: &mut Client, w: &Sbx, port: Option<u16>, ctx: &str) {
+    let r = escape_call(s, "read", json!({"path": w.s("data/proj/src/main.txt")}));
     assert_eq!(r["value"], "project source", "{ctx}: {r}");
-    let r = s.call(
+    let r = escape_call(
+        s,
         "write",
         json!({"path": w.s("data/out/report.txt"), "text": "written"}),
     );
     assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
-    let r = s.call("mkdir", json!({"path": w.s("data/out/cache")}));
+    let r = escape_call(s, "mkdir", json!({"path": w.s("data/out/cache")}));
     assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
-    let r = s.call("run", json!({"argv": [w.s("data/bin/tool.sh")]}));
+    let r = escape_call(s, "run", json!({"argv": [w.s("data/bin/tool.sh")]}));
     assert_eq!(r["value"]["stdout"], "tool-ran\n", "{ctx}: {r}");
     if let Some(port) = port {
-        let r = s.call(
+        let r = escape_call(
+            s,
             "fetch",
             json!({"url": format!("https://localhost:{port}/learned")}),
         );
@@ -147,12 +150,12 @@ fn learn_suggest_paste_and_run_sandboxed() {
 
         // 1. Learn: the server runs unrestricted while its tree is watched.
         {
-            let mut s = Session::start(
+            let mut s = session(
                 w.command(&["proxy", "--name", "learn", "--learn"]),
                 w.p("learn.stderr"),
             );
             exercise(&mut s, &w, port, &format!("{ctx}, learning"));
-            let r = s.call("read", json!({"path": w.s("home/.ssh/id_ed25519")}));
+            let r = escape_call(&mut s, "read", json!({"path": w.s("home/.ssh/id_ed25519")}));
             assert_eq!(
                 r["value"], "SECRET-SSH-KEY",
                 "{ctx}: learning is not sandboxed"
@@ -252,7 +255,7 @@ fn learn_suggest_paste_and_run_sandboxed() {
             "{ctx}: the proposal grants what was observed: {refused:?}"
         );
         {
-            let mut s = Session::start(
+            let mut s = session(
                 w.command(&["proxy", "--name", "learn"]),
                 w.p("sandboxed.stderr"),
             );
@@ -262,10 +265,11 @@ fn learn_suggest_paste_and_run_sandboxed() {
                 w.s("data/untouched.txt"),
                 w.s("outside/secret.txt"),
             ] {
-                let r = s.call("read", json!({"path": p}));
+                let r = escape_call(&mut s, "read", json!({"path": p}));
                 assert_eq!(r["ok"], json!(false), "{ctx}: `{p}` is out of reach: {r}");
             }
-            let r = s.call(
+            let r = escape_call(
+                &mut s,
                 "write",
                 json!({"path": w.s("data/proj/src/main.txt"), "text": "x"}),
             );
@@ -406,11 +410,12 @@ fn a_learning_server_tree_dies_with_the_proxy() {
         ];
         lock.extend(learn_argv());
         w.run(&lock).code(0);
-        let mut s = Session::start(
+        let mut s = session(
             w.command(&["proxy", "--name", "learn", "--learn"]),
             w.p("learn.stderr"),
         );
-        let r = s.call(
+        let r = escape_call(
+            &mut s,
             "run",
             json!({"argv": ["/bin/sh", "-c", "/usr/bin/sleep 297 >/dev/null 2>&1 & echo $!"]}),
         );

@@ -3,62 +3,15 @@
 //! nothing of it appears. The slow server is the fake one with `startDelayMs` (a first `uvx`
 //! download) and `listDelayMs`.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{World, fake_argv};
-
-/// The output of a run whose stderr was a terminal.
-#[derive(Debug)]
-struct TtyRun {
-    code: i32,
-    stdout: String,
-    /// What the terminal received (the pty turns `\n` into `\r\n`).
-    terminal: String,
-}
+use crate::support::{OnTerminal, TtyRun, World, fake_argv, run_on_terminal};
 
 /// Runs `cmd` with stderr on a fresh 100-column pseudo-terminal and stdout on a pipe.
-fn on_terminal(mut cmd: Command) -> TtyRun {
-    let size = nix::pty::Winsize {
-        ws_row: 24,
-        ws_col: 100,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let pty = nix::pty::openpty(&size, None).expect("a pseudo-terminal");
-    cmd.stdout(Stdio::piped()).stderr(Stdio::from(pty.slave));
-    let mut child = cmd.spawn().expect("run mcpsum");
-    // Our copy of the terminal's slave side goes with the command, so reading the master ends
-    // (EIO) once mcpsum has exited.
-    drop(cmd);
-    let mut master = std::fs::File::from(pty.master);
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = master.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            seen.extend_from_slice(&chunk[..n]);
-        }
-        seen
-    });
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let code = child.wait().unwrap().code().unwrap_or(-1);
-    let terminal = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
-    TtyRun {
-        code,
-        stdout,
-        terminal,
-    }
+fn on_terminal(cmd: Command) -> TtyRun {
+    run_on_terminal(cmd, OnTerminal::Stderr)
 }
 
 /// A 2026-07-28 server (one start, no era fallback) that takes 1.5 s to start and 0.6 s per

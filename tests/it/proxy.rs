@@ -5,288 +5,25 @@
 // A failed unwrap is a failed test here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{PYTHON, World, fake_argv, snapshot_settings, test_dep, transcript_events};
+use crate::support::{
+    Client, ERAS, Era, PYTHON, World, fake_argv, snapshot_settings, test_dep, transcript_events,
+};
 
 const MODERN: &str = "2026-07-28";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SUB: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The era a test client speaks, or a fake server serves.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Era {
-    Legacy,
-    Modern,
-}
-
-const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
-
-impl Era {
-    fn scenario_name(self) -> &'static str {
-        match self {
-            Era::Legacy => "legacy",
-            Era::Modern => "modern",
-        }
-    }
-}
-
-// ----- a raw JSON-RPC client over the proxy's stdio -----
-
-/// A running `mcpsum proxy`, driven line by line.
-struct Px {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    rx: mpsc::Receiver<Value>,
-    stderr: PathBuf,
-    /// Messages read while waiting for something else (notifications, server requests).
-    seen: Vec<Value>,
-    era: Era,
-}
-
-/// Env of the proxy: nothing but the state dir and what a test adds.
-fn proxy_cmd(w: &World, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
-    c.env_clear()
-        .env("MCPSUM_STATE_DIR", w.path().join("state"))
-        .envs(env.iter().copied())
-        .current_dir(w.path())
-        .arg("--lockfile")
-        .arg(w.lockfile())
-        .args(["proxy", "--name", name])
-        .args(extra);
-    c
-}
-
-impl Px {
-    fn start(w: &World, name: &str, era: Era) -> Self {
-        Self::start_with(w, name, era, &[], &[])
-    }
-
-    fn start_with(w: &World, name: &str, era: Era, extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let stderr = w
-            .path()
-            .join(format!("proxy-{name}-{}.stderr", std::process::id()));
-        let stderr = unique(stderr);
-        let mut child = proxy_cmd(w, name, extra, env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .spawn()
-            .expect("start mcpsum proxy");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::sync_channel(1024);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let v = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Self {
-            stdin: child.stdin.take(),
-            child,
-            rx,
-            stderr,
-            seen: Vec::new(),
-            era,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn send_raw(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to the proxy");
-        stdin.flush().expect("flush");
-    }
-
-    fn send(&mut self, msg: &Value) {
-        let mut line = serde_json::to_vec(msg).expect("json");
-        line.push(b'\n');
-        self.send_raw(&line);
-    }
-
-    /// Params in this client's era: a 2026-07-28 client adds the `_meta` pair.
-    fn params(&self, params: Value) -> Value {
-        self.params_caps(params, json!({}))
-    }
-
-    fn params_caps(&self, mut params: Value, caps: Value) -> Value {
-        if self.era == Era::Modern {
-            params["_meta"][META_VERSION] = json!(MODERN);
-            params["_meta"][META_CAPS] = caps;
-        }
-        params
-    }
-
-    /// Sends a request in this client's era.
-    fn send_request(&mut self, id: Value, method: &str, params: Value) {
-        let params = self.params(params);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-    }
-
-    fn recv(&mut self, timeout: Duration) -> Option<Value> {
-        self.rx.recv_timeout(timeout).ok()
-    }
-
-    /// Waits for the response to `id`, keeping everything else in `seen`.
-    #[track_caller]
-    fn response(&mut self, id: &Value) -> Value {
-        let is_it = |m: &Value| m.get("method").is_none() && m.get("id") == Some(id);
-        if let Some(i) = self.seen.iter().position(is_it) {
-            return self.seen.remove(i);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Some(msg) = self.recv(left) else {
-                panic!(
-                    "no response to id {id} from the proxy\n--- seen\n{:#?}\n--- stderr\n{}",
-                    self.seen,
-                    self.stderr()
-                );
-            };
-            if is_it(&msg) {
-                return msg;
-            }
-            self.seen.push(msg);
-        }
-    }
-
-    /// Sends a request in this client's era and waits for its response.
-    #[track_caller]
-    fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send_request(id.clone(), method, params);
-        self.response(&id)
-    }
-
-    /// The handshake of this client's era; returns the result.
-    #[track_caller]
-    fn hello(&mut self) -> Value {
-        match self.era {
-            Era::Legacy => {
-                let r = self.request(
-                    json!("init"),
-                    "initialize",
-                    json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "proxy-test", "version": "1"}}),
-                );
-                self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-                r
-            }
-            Era::Modern => self.request(json!("disc"), "server/discover", json!({})),
-        }
-    }
-
-    /// A legacy handshake at `version`, declaring `caps`; returns the result.
-    #[track_caller]
-    fn hello_with(&mut self, version: &str, caps: Value) -> Value {
-        let r = self.request(
-            json!("init"),
-            "initialize",
-            json!({"protocolVersion": version, "capabilities": caps,
-                   "clientInfo": {"name": "proxy-test", "version": "1"}}),
-        );
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        result_of(&r).clone()
-    }
-
-    /// The next message with this `method` (a request or notification to the client), from
-    /// `seen` first; the others are kept in `seen`.
-    #[track_caller]
-    fn next_with_method(&mut self, method: &str) -> Value {
-        if let Some(i) = self.seen.iter().position(|m| m["method"] == method) {
-            return self.seen.remove(i);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Some(m) = self.recv(left) else {
-                panic!(
-                    "no {method} from the proxy\n--- seen\n{:#?}\n--- stderr\n{}",
-                    self.seen,
-                    self.stderr()
-                );
-            };
-            if m["method"] == method {
-                return m;
-            }
-            self.seen.push(m);
-        }
-    }
-
-    /// A `tools/call`'s response.
-    #[track_caller]
-    fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
-        self.request(
-            id,
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-        )
-    }
-
-    /// Closes stdin and waits for the exit code.
-    #[track_caller]
-    fn finish(&mut self) -> i32 {
-        self.stdin = None;
-        self.wait()
-    }
-
-    #[track_caller]
-    fn wait(&mut self) -> i32 {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                return s.code().unwrap_or(-1);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy did not exit\n--- stderr\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Px {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn unique(p: PathBuf) -> PathBuf {
-    let mut n = 0;
-    loop {
-        let c = if n == 0 {
-            p.clone()
-        } else {
-            p.with_extension(format!("{n}.stderr"))
-        };
-        if !c.exists() {
-            return c;
-        }
-        n += 1;
-    }
-}
+// The raw JSON-RPC client over the proxy's stdio, and the eras, are the shared ones.
+type Px = Client;
 
 /// The error object of a response, or a panic naming what came instead.
 #[track_caller]
@@ -2425,7 +2162,7 @@ fn a_server_that_cannot_start_fails_the_proxy_with_its_name() {
     let code = px.wait();
     assert_eq!(code, 2, "{}", px.stderr());
     assert!(px.stderr().contains("`dead`"), "{}", px.stderr());
-    let out = proxy_cmd(&w, "nope", &[], &[]).output().unwrap();
+    let out = Px::proxy_cmd(&w, "nope", &[], &[]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -6,16 +6,14 @@
 //! missing `target/test-deps` skips unless `MCPSUM_REQUIRE_REAL_SERVERS=1` (CI sets both).
 //! Only loopback is ever contacted here; `tests/it/egress.rs` builds its own network namespaces.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Run, test_dep};
+use crate::support::{self, Client, Run, test_dep};
 
 pub const NOBODY: u32 = 65534;
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -312,113 +310,26 @@ pub fn policy(read: &[String], write: &[String], allow: &[String]) -> Value {
     json!({"filesystem": {"read": read, "write": write}, "network": {"allow": allow}})
 }
 
-/// A raw JSON-RPC session with `mcpsum proxy` over its stdio.
-pub struct Session {
-    pub child: Child,
-    stdin: Option<ChildStdin>,
-    rx: mpsc::Receiver<Value>,
-    next: u64,
-    stderr: PathBuf,
+/// A raw JSON-RPC session with `mcpsum proxy` over its stdio: `cmd` spawned (stderr to
+/// `stderr`), the legacy handshake done. Answers may take 90 s (a sandboxed start is slow);
+/// dropped, it ends like a client does (EOF), so the proxy cleans up, and is killed only if it
+/// lingers.
+pub fn session(cmd: Command, stderr: PathBuf) -> Client {
+    let mut s = Client::spawn(cmd, Some(stderr))
+        .with_patience(Duration::from_secs(90))
+        .ending_gracefully(Duration::from_secs(10));
+    let init = s.hello();
+    assert!(init.get("result").is_some(), "initialize failed: {init}");
+    s
 }
 
-impl Session {
-    /// Spawns `cmd` (stdout piped, stderr to `stderr`) and performs the legacy handshake.
-    pub fn start(mut cmd: Command, stderr: PathBuf) -> Self {
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap());
-        let mut child = cmd.spawn().expect("spawn the proxy");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let mut s = Self {
-            child,
-            stdin,
-            rx,
-            next: 1,
-            stderr,
-        };
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "mcpsum-it", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
-    }
-
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{v}").expect("write to the proxy");
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a request and waits (90 s) for its answer.
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) if v["id"] == json!(id) => return v,
-                Ok(_) => {}
-                Err(e) => panic!("no answer to {method} ({e})\n--- stderr\n{}", self.stderr()),
-            }
-        }
-    }
-
-    /// Calls a tool of the escape server and returns its JSON answer.
-    pub fn call(&mut self, tool: &str, args: Value) -> Value {
-        let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
-        let text = r["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{tool}: no text result: {r}\n{}", self.stderr()));
-        serde_json::from_str(text).expect("tool answers JSON")
-    }
-
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Waits up to `timeout` for the proxy to exit.
-    pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Session {
-    /// Ends like a client does (EOF), so the proxy cleans up; kills it if it lingers.
-    fn drop(&mut self) {
-        self.stdin = None;
-        if self.wait(Duration::from_secs(10)).is_none() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
+/// Calls a tool of the escape server and returns its JSON answer.
+pub fn escape_call(s: &mut Client, tool: &str, args: Value) -> Value {
+    let r = s.request_next("tools/call", json!({"name": tool, "arguments": args}));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tool}: no text result: {r}\n{}", s.stderr()));
+    serde_json::from_str(text).expect("tool answers JSON")
 }
 
 /// Whether `pid` is a live (not zombie) process running `sleep <secs>`.
@@ -718,7 +629,7 @@ fn escape_battery(allow_mode: bool) {
             return skip(&why);
         }
         r.code(0);
-        let mut s = Session::start(
+        let mut s = session(
             w.command(&["proxy", "--name", "escape"]),
             w.p("proxy.stderr"),
         );
@@ -728,7 +639,8 @@ fn escape_battery(allow_mode: bool) {
             View::MountNamespace,
             &format!("uid {uid}, allow {allow:?}"),
         );
-        let res = s.call(
+        let res = escape_call(
+            &mut s,
             "escape",
             json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
                    "readable": w.s("data/readme.txt"), "tcp_port": tcp_port,
@@ -850,7 +762,7 @@ fn escape_battery(allow_mode: bool) {
             dir
         });
         // The proxy is alive and well after all that.
-        let ping = s.request("ping", json!({}));
+        let ping = s.request_next("ping", json!({}));
         assert!(ping.get("result").is_some(), "uid {uid}: {ping}");
         if !allow_mode {
             // The proxy killed: its guard still ends the tree and removes the task cgroup.
@@ -960,11 +872,12 @@ fn read_classes(allow_mode: bool) {
                 return skip(&why);
             }
             r.code(0);
-            let mut s = Session::start(
+            let mut s = session(
                 w.command(&["proxy", "--name", &name]),
                 w.p(&format!("{name}.stderr")),
             );
-            let res = s.call(
+            let res = escape_call(
+                &mut s,
                 "escape",
                 json!({"home": w.s("home"), "outside": w.s("outside"), "lockfile": w.lockfile(),
                        "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
@@ -1106,8 +1019,9 @@ fn home_classes(allow_mode: bool) {
             r.code(0);
             let proxy = ["proxy", "--name", &name].map(String::from);
             let argv = in_mount_ns(&setup, argv_with_home(&w, &proxy, *home_var));
-            let mut s = Session::start(command_of(&argv, &w.root), w.p(&format!("{name}.stderr")));
-            let res = s.call(
+            let mut s = session(command_of(&argv, &w.root), w.p(&format!("{name}.stderr")));
+            let res = escape_call(
+                &mut s,
                 "escape",
                 json!({"home": home, "outside": w.s("outside"), "lockfile": w.lockfile(),
                        "readable": w.s("data/readme.txt"), "tcp_port": 9, "unix_socket": "/",
@@ -1220,7 +1134,7 @@ enum View {
 /// The metadata class (modes, times, owners, xattrs of home, `~/.ssh/id_*`, a read-granted
 /// file, the lockfile, a file outside: refused, and unchanged afterwards) and a fork bomb that
 /// stops at the task limit.
-fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
+fn metadata_and_tasks(s: &mut Client, w: &Sbx, view: View, ctx: &str) {
     let targets = [
         ("home", w.p("home")),
         ("ssh_key", w.p("home/.ssh/id_ed25519")),
@@ -1237,7 +1151,7 @@ fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
         .iter()
         .map(|(k, p)| ((*k).to_owned(), json!(p)))
         .collect();
-    let res = s.call("metadata", json!({ "targets": args }));
+    let res = escape_call(s, "metadata", json!({ "targets": args }));
     let ctx = format!("{ctx}: {res:#}");
     let calls = [
         "chmod",
@@ -1283,7 +1197,7 @@ fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
         // pids cgroup can hold it: the limit does not bind a root server (`sandbox test` says so).
         return;
     }
-    let bomb = s.call("forkbomb", json!({"max": 2000}));
+    let bomb = escape_call(s, "forkbomb", json!({"max": 2000}));
     assert_eq!(
         bomb["errno"], "EAGAIN",
         "{ctx}: the fork bomb did not stop: {bomb}"
@@ -1295,7 +1209,7 @@ fn metadata_and_tasks(s: &mut Session, w: &Sbx, view: View, ctx: &str) {
         // The limit counts the user's tasks at launch too.
         View::Compensated => assert!(forked < 2000, "{ctx}: {bomb}"),
     }
-    let ping = s.request("ping", json!({}));
+    let ping = s.request_next("ping", json!({}));
     assert!(ping.get("result").is_some(), "{ctx}: {ping}");
 }
 
@@ -1350,7 +1264,7 @@ fn escape_battery_without_user_namespaces() {
                 "uid {uid}: {needle}: {report:#?}"
             );
         }
-        let mut s = Session::start(limited(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+        let mut s = session(limited(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
         metadata_and_tasks(
             &mut s,
             &w,
@@ -1386,7 +1300,7 @@ fn escape_battery_when_unshare_is_refused_at_launch() {
                 helper("no_unshare.py").display().to_string(),
             ],
         );
-        let mut s = Session::start(command_of(&argv, &w.root), w.p("proxy.stderr"));
+        let mut s = session(command_of(&argv, &w.root), w.p("proxy.stderr"));
         metadata_and_tasks(
             &mut s,
             &w,
@@ -1437,11 +1351,11 @@ fn lock_verify_and_proxy_run_the_server_sandboxed() {
             !marker("boxed").exists(),
             "uid {uid}: `verify` ran it unsandboxed"
         );
-        let mut s = Session::start(
+        let mut s = session(
             w.command(&["proxy", "--name", "boxed"]),
             w.p("proxy.stderr"),
         );
-        let list = s.request("tools/list", json!({}));
+        let list = s.request_next("tools/list", json!({}));
         assert_eq!(
             list["result"]["tools"].as_array().map(Vec::len),
             Some(6),
@@ -1720,9 +1634,9 @@ fn a_root_server_without_a_pids_cgroup_starts_and_says_so() {
                 && l.contains("missing: no pids cgroup")),
         "{report:#?}"
     );
-    let mut s = Session::start(hidden(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
+    let mut s = session(hidden(&["proxy", "--name", "escape"]), w.p("proxy.stderr"));
     // The server runs (a tool call), without the cgroup.
-    let small = s.call("forkbomb", json!({"max": 3}));
+    let small = escape_call(&mut s, "forkbomb", json!({"max": 3}));
     assert_eq!(small["forked"], json!(3), "{small}");
     drop(s);
     let stderr = std::fs::read_to_string(w.p("proxy.stderr")).unwrap();
@@ -1827,6 +1741,59 @@ fn sandbox_test_passes_for_a_correct_policy_in_both_modes() {
         }
         drop(listener);
     }
+}
+
+/// `sandbox test`'s report as a person reads it, snapshotted (as `nobody`, whose home is none of
+/// the machine's: root's rows name the credential files this machine happens to have). What the
+/// machine decides is filtered: temp paths, the probe's folder, socket, port and pid, the
+/// Landlock ABI, rows that exist only where the host has the file; runs of spaces are squeezed,
+/// since column widths follow the lengths of paths.
+#[test]
+fn sandbox_test_report_as_people_read_it() {
+    if !users().contains(&NOBODY) {
+        eprintln!("skipping: the report is snapshotted as `nobody`, which needs root");
+        return;
+    }
+    let w = Sbx::new(NOBODY);
+    let read = vec![helper("").display().to_string(), w.s("data")];
+    let r = w.lock(
+        "probe",
+        &policy(&read, &[w.s("outside")], &[]),
+        &escape_argv(),
+    );
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let r = w.run(&["sandbox", "test", "--name", "probe"]);
+    r.code(0);
+    let host_only = ["TLS private keys", "landlock resolve-unix"];
+    let text: String = support::redact_paths(&r.stdout, &w.root)
+        .lines()
+        .filter(|l| !host_only.iter().any(|h| l.contains(h)))
+        .map(|l| {
+            let cells: Vec<&str> = l
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            let indent = if l.starts_with("  ") { "  " } else { "" };
+            format!("{indent}{}\n", cells.join("  "))
+        })
+        .collect();
+    let mut settings = support::snapshot_settings();
+    for (pattern, replacement) in [
+        (r"/tmp/mcpsum-probe-[A-Za-z0-9]+", "[PROBE-DIR]"),
+        (r"@mcpsum-probe-[0-9-]+…?", "@[PROBE-SOCKET]"),
+        (r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]"),
+        (r"\bABI \d+", "ABI [N]"),
+        (r"Landlock ABI  \d+  \d+", "Landlock ABI  [N]  [N]"),
+        (r"\(\d+ checks\)", "([N] checks)"),
+        (r"\d+ rules -> ", "[N] rules -> "),
+    ] {
+        settings.add_filter(pattern, replacement);
+    }
+    settings.bind(|| insta::assert_snapshot!("sandbox_test_report", text));
 }
 
 /// A policy may open a credential path on purpose, but never silently: `lock` warns on stderr
@@ -2157,8 +2124,8 @@ fn tree_dies_in(how: &str, allow: Option<bool>, child_too: bool, daemon_too: boo
         }
         r.code(0);
         let secs = 700_000 + u64::from(std::process::id() % 10_000) * 10 + u64::from(uid % 7);
-        let mut s = Session::start(w.command(&["proxy", "--name", "tree"]), w.p("proxy.stderr"));
-        let pids = s.call("spawn", json!({"seconds": secs}));
+        let mut s = session(w.command(&["proxy", "--name", "tree"]), w.p("proxy.stderr"));
+        let pids = escape_call(&mut s, "spawn", json!({"seconds": secs}));
         let ctx = format!("uid {uid}, {how}, allow {allow:?}: {pids}");
         let (server, child, daemon) = (
             pids["server"].as_u64().unwrap(),
@@ -2177,7 +2144,7 @@ fn tree_dies_in(how: &str, allow: Option<bool>, child_too: bool, daemon_too: boo
             "eof" => {
                 s.close_stdin();
                 assert!(
-                    s.wait(Duration::from_secs(20)).is_some(),
+                    s.wait_for(Duration::from_secs(20)).is_some(),
                     "{ctx}: proxy kept running"
                 );
             }
@@ -2187,7 +2154,7 @@ fn tree_dies_in(how: &str, allow: Option<bool>, child_too: bool, daemon_too: boo
                     nix::sys::signal::Signal::SIGKILL,
                 )
                 .unwrap();
-                assert!(s.wait(Duration::from_secs(5)).is_some(), "{ctx}");
+                assert!(s.wait_for(Duration::from_secs(5)).is_some(), "{ctx}");
             }
         }
         let server_gone = wait_gone_any(server, Duration::from_secs(10));

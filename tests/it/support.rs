@@ -1,7 +1,14 @@
 //! Shared helpers: a fresh temp dir per test, the real `mcpsum` binary run with an explicit
-//! environment, scenario files for the fake server, and snapshot filters.
+//! environment, scenario files for the fake server, and snapshot filters; the one JSON-RPC test
+//! client and era type ([`client`]) and the one pseudo-terminal runner ([`terminal`]).
 //!
 //! Nothing here changes the test process's environment or writes into the repository.
+
+pub mod client;
+pub mod terminal;
+
+pub use client::{Client, ERAS, Era};
+pub use terminal::{OnTerminal, TtyRun, run_on_terminal};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -173,29 +180,25 @@ impl World {
         c
     }
 
-    /// Runs `mcpsum --lockfile LOCKFILE ARGS` (a shell fragment) on a pseudo-terminal
-    /// (util-linux `script -qc`): the exit code and what the terminal showed (CRLF line ends).
+    /// Runs `mcpsum --lockfile LOCKFILE ARGS` (a shell fragment, run by `/bin/sh` with stdin,
+    /// stdout and stderr on a pseudo-terminal): the exit code and what the terminal showed
+    /// (CRLF line ends).
     #[cfg(target_os = "linux")]
     pub fn on_terminal(&self, args: &str) -> (i32, String) {
-        let cmd = format!(
+        let script = format!(
             "{} --lockfile {} {args}",
             env!("CARGO_BIN_EXE_mcpsum"),
             self.lockfile().display()
         );
-        let out = Command::new("script")
-            .env_clear()
+        let mut sh = Command::new("/bin/sh");
+        sh.env_clear()
             .env("PATH", "/usr/bin:/bin")
-            .env("SHELL", "/bin/sh")
             .env("MCPSUM_STATE_DIR", self.path().join("state"))
             .env("NO_COLOR", "1")
-            .args(["-qec", &cmd, "/dev/null"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run script");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+            .current_dir(self.path())
+            .args(["-c", &script]);
+        let run = run_on_terminal(sh, OnTerminal::All);
+        (run.code, run.terminal)
     }
 
     /// Runs `mcpsum ARGS...`.

@@ -6,49 +6,21 @@
 // A failed unwrap is a failed test here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{World, test_dep, transcript_events};
+use crate::support::{Client, Era, World, test_dep, transcript_events};
 
 const MODERN: &str = "2026-07-28";
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 const APPROVAL_KEY: &str = "io.mcpsum/approval";
 /// An argument value that must never reach the audit log.
 const SECRET: &str = "s3cr3t-ARGUMENT-value-7f1d";
 
 // ----- fixtures -----
-
-/// The era a client speaks or a fake server serves.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Era {
-    Legacy,
-    Modern,
-}
-
-impl Era {
-    fn scenario(self) -> &'static str {
-        match self {
-            Era::Legacy => "legacy",
-            Era::Modern => "modern",
-        }
-    }
-
-    /// The SDK's `mode`.
-    fn sdk_mode(self) -> &'static str {
-        match self {
-            Era::Legacy => "legacy",
-            Era::Modern => MODERN,
-        }
-    }
-}
 
 fn tool(name: &str) -> Value {
     json!({"name": name, "description": format!("{name}."), "inputSchema": {"type": "object"}})
@@ -58,7 +30,7 @@ fn tool(name: &str) -> Value {
 /// harmless tool (`note`), a failing source (`broken`), a prompt and a resource.
 fn scenario(era: Era, transcript: &Path) -> Value {
     json!({
-        "era": era.scenario(),
+        "era": era.scenario_name(),
         "tools": [tool("read_page"), tool("send"), tool("fetch"), tool("note"), tool("broken")],
         "behaviors": {"broken": "error"},
         "prompts": [{"name": "greet", "description": "Greets."}],
@@ -600,201 +572,53 @@ fn sdk_legacy_tool_both_source_and_sink_is_checked_then_taints() {
 
 // ----- a raw JSON-RPC client over one proxy's stdio (this test process is its client) -----
 
-/// A running `mcpsum proxy`, driven line by line.
-pub(crate) struct Raw {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    rx: mpsc::Receiver<Value>,
-    stderr: PathBuf,
+/// `mcpsum proxy --name NAME` after the handshake of `era`, declaring `caps`; a prompt that
+/// comes while a request waits is refused unless the request answers it
+/// ([`Client::request_seen`]).
+pub(crate) fn raw(w: &World, name: &str, era: Era, caps: Value) -> Client {
+    raw_with(
+        w,
+        name,
+        era,
+        caps,
+        Command::new(env!("CARGO_BIN_EXE_mcpsum")),
+    )
+}
+
+/// Like [`raw`], with `cmd` as the command line's start (a wrapper, then mcpsum).
+pub(crate) fn raw_with(w: &World, name: &str, era: Era, caps: Value, cmd: Command) -> Client {
+    spawn_raw(w, name, era, caps, cmd, "2025-06-18")
+}
+
+/// A legacy client that asks for protocol `version` in `initialize`.
+fn raw_at(w: &World, name: &str, version: &'static str, caps: Value) -> Client {
+    let cmd = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
+    spawn_raw(w, name, Era::Legacy, caps, cmd, version)
+}
+
+fn spawn_raw(
+    w: &World,
+    name: &str,
     era: Era,
-    /// Client capabilities this client declares.
     caps: Value,
-    /// The version a legacy client asks for.
+    mut cmd: Command,
     version: &'static str,
-}
-
-impl Raw {
-    pub(crate) fn start(w: &World, name: &str, era: Era, caps: Value) -> Self {
-        Self::start_with(
-            w,
-            name,
-            era,
-            caps,
-            Command::new(env!("CARGO_BIN_EXE_mcpsum")),
-        )
-    }
-
-    /// Like [`Raw::start`], with `cmd` as the command line's start (a wrapper, then mcpsum).
-    pub(crate) fn start_with(w: &World, name: &str, era: Era, caps: Value, cmd: Command) -> Self {
-        Self::spawn(w, name, era, caps, cmd, "2025-06-18")
-    }
-
-    /// A legacy client that asks for protocol `version` in `initialize`.
-    fn start_at(w: &World, name: &str, version: &'static str, caps: Value) -> Self {
-        let cmd = Command::new(env!("CARGO_BIN_EXE_mcpsum"));
-        Self::spawn(w, name, Era::Legacy, caps, cmd, version)
-    }
-
-    fn spawn(
-        w: &World,
-        name: &str,
-        era: Era,
-        caps: Value,
-        mut cmd: Command,
-        version: &'static str,
-    ) -> Self {
-        let stderr = unique(w.path().join(format!("proxy-{name}.stderr")));
-        let mut child = cmd
-            .env_clear()
-            .env("MCPSUM_STATE_DIR", w.path().join("state"))
-            .current_dir(w.path())
-            .arg("--lockfile")
-            .arg(w.lockfile())
-            .args(["proxy", "--name", name])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("start mcpsum proxy");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::sync_channel(1024);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let v = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut raw = Self {
-            stdin: child.stdin.take(),
-            child,
-            rx,
-            stderr,
-            era,
-            caps,
-            version,
-        };
-        raw.hello();
-        raw
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn send(&mut self, msg: &Value) {
-        let mut line = serde_json::to_vec(msg).unwrap();
-        line.push(b'\n');
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(&line).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn params(&self, mut params: Value) -> Value {
-        if self.era == Era::Modern {
-            params["_meta"][META_VERSION] = json!(MODERN);
-            params["_meta"][META_CAPS] = self.caps.clone();
-        }
-        params
-    }
-
-    fn hello(&mut self) {
-        match self.era {
-            Era::Legacy => {
-                let caps = self.caps.clone();
-                self.request(
-                    "init",
-                    "initialize",
-                    json!({"protocolVersion": self.version, "capabilities": caps,
-                           "clientInfo": {"name": "taint-test", "version": "1"}}),
-                    None,
-                );
-                self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-            }
-            Era::Modern => {
-                self.request("disc", "server/discover", json!({}), None);
-            }
-        }
-    }
-
-    /// Sends a request (params in this client's era) and waits for its response, answering any
-    /// `elicitation/create` with `answer` (or an error when `None`). Returns the response and the
-    /// prompts seen.
-    #[track_caller]
-    pub(crate) fn request_seen(
-        &mut self,
-        id: &str,
-        method: &str,
-        params: Value,
-        answer: Option<&Value>,
-    ) -> (Value, Vec<Value>) {
-        let params = self.params(params);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut asked = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(msg) = self.rx.recv_timeout(left) else {
-                panic!(
-                    "no response to {id} from the proxy\n--- stderr\n{}",
-                    self.stderr()
-                );
-            };
-            if msg["method"] == "elicitation/create" {
-                asked.push(msg["params"].clone());
-                let reply = match answer {
-                    Some(a) => json!({"jsonrpc": "2.0", "id": msg["id"], "result": a}),
-                    None => json!({"jsonrpc": "2.0", "id": msg["id"],
-                                   "error": {"code": -32600, "message": "no"}}),
-                };
-                self.send(&reply);
-                continue;
-            }
-            if msg.get("method").is_none() && msg["id"] == id {
-                return (msg, asked);
-            }
-        }
-    }
-
-    #[track_caller]
-    pub(crate) fn request(
-        &mut self,
-        id: &str,
-        method: &str,
-        params: Value,
-        answer: Option<&Value>,
-    ) -> Value {
-        self.request_seen(id, method, params, answer).0
-    }
-
-    #[track_caller]
-    pub(crate) fn call(&mut self, id: &str, tool: &str, args: Value) -> Value {
-        self.request(
-            id,
-            "tools/call",
-            json!({"name": tool, "arguments": args}),
-            None,
-        )
-    }
-
-    /// Closes stdin and waits for the proxy to exit.
-    pub(crate) fn finish(mut self) {
-        self.stdin = None;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the proxy did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+) -> Client {
+    let stderr = unique(w.path().join(format!("proxy-{name}.stderr")));
+    cmd.env_clear()
+        .env("MCPSUM_STATE_DIR", w.path().join("state"))
+        .current_dir(w.path())
+        .arg("--lockfile")
+        .arg(w.lockfile())
+        .args(["proxy", "--name", name]);
+    let mut px = Client::spawn(cmd, Some(stderr))
+        .with_era(era)
+        .with_caps(caps)
+        .with_version(version)
+        .named("taint-test")
+        .refusing_prompts();
+    px.hello();
+    px
 }
 
 #[track_caller]
@@ -854,7 +678,7 @@ fn assert_state_refused(resp: &Value, why: &str) {
 fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Modern, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     let args = json!({"to": "a", "body": SECRET});
@@ -862,7 +686,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     assert!(token.starts_with("mcpsum1."), "{token}");
 
     // Forged: junk, and a well-formed token under a key mcpsum never had.
-    let r = px.request(
+    let r = px.request_answering(
         "f1",
         "tools/call",
         retry(args.clone(), "opaque-Zm9vYmFy", accept()),
@@ -874,7 +698,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
         hex(br#"{"server":"web"}"#),
         "00".repeat(32)
     );
-    let r = px.request(
+    let r = px.request_answering(
         "f2",
         "tools/call",
         retry(args.clone(), &fake, accept()),
@@ -893,7 +717,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
         hex(serde_json::to_string(&altered_claims).unwrap().as_bytes()),
         parts[2]
     );
-    let r = px.request(
+    let r = px.request_answering(
         "a1",
         "tools/call",
         retry(args.clone(), &altered, accept()),
@@ -903,7 +727,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     let mut mac = parts[2].to_owned().into_bytes();
     mac[0] = if mac[0] == b'0' { b'1' } else { b'0' };
     let flipped = format!("mcpsum1.{}.{}", parts[1], String::from_utf8(mac).unwrap());
-    let r = px.request(
+    let r = px.request_answering(
         "a2",
         "tools/call",
         retry(args.clone(), &flipped, accept()),
@@ -911,7 +735,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     );
     assert_state_refused(&r, "altered");
     // Another call: other arguments, another tool.
-    let r = px.request(
+    let r = px.request_answering(
         "o1",
         "tools/call",
         retry(other_args.clone(), &token, accept()),
@@ -920,12 +744,12 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     assert_state_refused(&r, "different call");
     let mut p = retry(args.clone(), &token, accept());
     p["name"] = json!("fetch");
-    let r = px.request("o2", "tools/call", p, None);
+    let r = px.request_answering("o2", "tools/call", p, None);
     assert_state_refused(&r, "different call");
     // A token minted by another proxy (another key) of the same session.
-    let mut other = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut other = raw(&w, "web", Era::Modern, form_caps());
     let foreign = input_required(&other.call("ask2", "send", args.clone()));
-    let r = px.request(
+    let r = px.request_answering(
         "k1",
         "tools/call",
         retry(args.clone(), &foreign, accept()),
@@ -935,7 +759,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     other.finish();
 
     // The genuine retry passes once; its replay is refused.
-    let r = px.request(
+    let r = px.request_answering(
         "ok",
         "tools/call",
         retry(args.clone(), &token, accept()),
@@ -943,7 +767,7 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     );
     let (err, text) = tool_text(&r);
     assert!(!err && text.contains("\"to\": \"a\""), "{r:#}");
-    let r = px.request(
+    let r = px.request_answering(
         "re",
         "tools/call",
         retry(args.clone(), &token, accept()),
@@ -954,9 +778,9 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     let t2 = input_required(&px.call("ask3", "send", args.clone()));
     let no = json!({"action": "accept", "content": {"approve": false}});
     let (err, text) =
-        tool_text(&px.request("no", "tools/call", retry(args.clone(), &t2, no), None));
+        tool_text(&px.request_answering("no", "tools/call", retry(args.clone(), &t2, no), None));
     assert!(err && text.contains("did not allow"), "{text}");
-    let r = px.request(
+    let r = px.request_answering(
         "no2",
         "tools/call",
         retry(args.clone(), &t2, accept()),
@@ -966,14 +790,14 @@ fn request_state_forged_altered_replayed_and_other_call_are_refused() {
     // An answer without a state is just asked again, never forwarded.
     let mut p = retry(args.clone(), "x", accept());
     p.as_object_mut().unwrap().remove("requestState");
-    input_required(&px.request("nostate", "tools/call", p, None));
+    input_required(&px.request_answering("nostate", "tools/call", p, None));
     // A request without form elicitation (none, or URL mode only): -32021 naming the capability.
     for (n, caps) in [json!({}), json!({"elicitation": {"url": {}}})]
         .into_iter()
         .enumerate()
     {
         px.caps = caps;
-        let r = px.call(&format!("nocap{n}"), "send", args.clone());
+        let r = px.call(format!("nocap{n}"), "send", args.clone());
         assert_eq!(r["error"]["code"], -32021, "{r:#}");
         assert_eq!(
             r["error"]["data"]["requiredCapabilities"],
@@ -1020,13 +844,13 @@ fn unhex(s: &str) -> Vec<u8> {
 fn raw_modern_tool_both_source_and_sink_is_checked_then_taints() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Modern, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     let (err, _) = tool_text(&px.call("1", "fetch", json!({"url": "a"})));
     assert!(!err);
     let token = input_required(&px.call("2", "fetch", json!({"url": "b"})));
     let p = json!({"name": "fetch", "arguments": {"url": "b"}, "requestState": token,
                    "inputResponses": {APPROVAL_KEY: accept()}});
-    let (err, _) = tool_text(&px.request("3", "tools/call", p, None));
+    let (err, _) = tool_text(&px.request_answering("3", "tools/call", p, None));
     assert!(!err);
     px.finish();
     let urls: Vec<Value> = calls(&tr)
@@ -1056,11 +880,11 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
         let policy = json!({"taint": {"sources": [label, "broken"], "sinks": ["send"]}});
         let tr = setup(&w, "web", Era::Legacy, &policy);
         // A client without elicitation: refusals are visible without answering prompts.
-        let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+        let mut px = raw(&w, "web", Era::Legacy, json!({}));
         // A clean session's sink runs unasked.
         let (err, _) = tool_text(&px.call("s1", "send", json!({"to": "one"})));
         assert!(!err, "{label}: a clean session's sink was refused");
-        let r = px.request("src", method, params.clone(), None);
+        let r = px.request_answering("src", method, params.clone(), None);
         assert!(r.get("result").is_some(), "{r:#}");
         px.finish();
         let st = only_session(&list_json(&w));
@@ -1071,7 +895,7 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
         );
         assert_eq!(st["session"]["client"], "taint-test 1", "{st:#}");
         // A new proxy of the same client: the taint is still there.
-        let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+        let mut px = raw(&w, "web", Era::Legacy, json!({}));
         let (err, text) = tool_text(&px.call("s2", "send", json!({"to": "two"})));
         assert!(err && text.contains("cannot show"), "{label}: {text}");
         px.finish();
@@ -1089,7 +913,7 @@ fn resources_and_prompts_wildcards_taint_and_taint_survives_a_proxy_restart() {
 /// Taints this test process's session in `w` through a raw proxy.
 #[cfg(target_os = "linux")]
 fn taint_once(w: &World) {
-    let mut px = Raw::start(w, "web", Era::Legacy, json!({}));
+    let mut px = raw(w, "web", Era::Legacy, json!({}));
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     px.finish();
@@ -1145,7 +969,7 @@ fn taint_reset_only_from_a_terminal() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("cleared the taint of 1 session"), "{out}");
     assert!(only_session(&list_json(&w))["session"]["taint"].is_null());
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({}));
     let (err, text) = tool_text(&px.call("s", "send", json!({"to": "x"})));
     assert!(!err, "{text}");
     px.finish();
@@ -1284,12 +1108,12 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
     for era in [Era::Legacy, Era::Modern] {
         let w = World::new();
         setup(&w, "web", era, &default_policy());
-        let mut px = Raw::start(&w, "web", era, form_caps());
+        let mut px = raw(&w, "web", era, form_caps());
         tool_text(&px.call("src", "read_page", json!({"url": "u"})));
         let args = json!({"to": SECRET});
         let no = json!({"action": "accept", "content": {"approve": false}});
         let resp = match era {
-            Era::Legacy => px.request(
+            Era::Legacy => px.request_answering(
                 "s",
                 "tools/call",
                 json!({"name": "send", "arguments": args}),
@@ -1297,7 +1121,7 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
             ),
             Era::Modern => {
                 let t = input_required(&px.call("s0", "send", args.clone()));
-                px.request("s", "tools/call", retry(args.clone(), &t, no), None)
+                px.request_answering("s", "tools/call", retry(args.clone(), &t, no), None)
             }
         };
         assert!(tool_text(&resp).0, "{resp:#}");
@@ -1319,11 +1143,11 @@ fn audit_decision_of_an_accept_without_yes_is_not_accept() {
 fn raw_modern_refusal_after_a_prompt_has_result_type_complete() {
     let w = World::new();
     setup(&w, "web", Era::Modern, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     let args = json!({"to": "x"});
     let t = input_required(&px.call("ask", "send", args.clone()));
-    let r = px.request(
+    let r = px.request_answering(
         "no",
         "tools/call",
         retry(args, &t, json!({"action": "decline"})),
@@ -1334,44 +1158,22 @@ fn raw_modern_refusal_after_a_prompt_has_result_type_complete() {
     px.finish();
 }
 
-impl Raw {
-    /// Sends a call of the sink `send` as `id` and waits for the approval prompt it is held for.
-    #[track_caller]
-    fn hold_send(&mut self, id: &str, args: Value) -> Value {
-        self.send_request(id, "tools/call", json!({"name": "send", "arguments": args}));
-        self.next("elicitation/create", |m| {
-            m["method"] == "elicitation/create"
-        })
-    }
-
-    fn send_request(&mut self, id: &str, method: &str, params: Value) {
-        let params = self.params(params);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-    }
-
-    /// The next message that satisfies `pred` (others are dropped).
-    #[track_caller]
-    fn next(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(msg) = self.rx.recv_timeout(left) else {
-                panic!("never got {what}\n--- stderr\n{}", self.stderr());
-            };
-            if pred(&msg) {
-                return msg;
-            }
-        }
-    }
+/// Sends a call of the sink `send` as `id` and waits for the approval prompt it is held for.
+#[track_caller]
+fn hold_send(px: &mut Client, id: &str, args: Value) -> Value {
+    px.send_request(id, "tools/call", json!({"name": "send", "arguments": args}));
+    px.next("elicitation/create", |m| {
+        m["method"] == "elicitation/create"
+    })
 }
 
 #[test]
 fn legacy_client_cancelling_a_held_call_withdraws_the_prompt_and_nothing_is_sent() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
-    let ask = px.hold_send("held", json!({"to": "x"}));
+    let ask = hold_send(&mut px, "held", json!({"to": "x"}));
     px.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": "held", "reason": "user stopped"}}),
@@ -1401,13 +1203,13 @@ fn an_approval_given_after_the_server_was_quarantined_sends_nothing() {
     // After the source call: the new list is announced, and each list takes a second to come.
     sc["drift"] = json!({"afterCalls": 1, "set": {"tools": changed, "listDelayMs": 1000}});
     w.scenario("web", &sc);
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
-    let ask = px.hold_send("held", json!({"to": "x"}));
+    let ask = hold_send(&mut px, "held", json!({"to": "x"}));
     let deadline = Instant::now() + Duration::from_secs(15);
     for n in 0.. {
-        let r = px.call(&format!("n{n}"), "note", json!({}));
+        let r = px.call(format!("n{n}"), "note", json!({}));
         if r["error"]["code"] == -32002 {
             break;
         }
@@ -1432,7 +1234,7 @@ fn a_source_error_result_taints() {
     for era in [Era::Legacy, Era::Modern] {
         let w = World::new();
         let tr = setup(&w, "web", era, &default_policy());
-        let mut px = Raw::start(&w, "web", era, json!({}));
+        let mut px = raw(&w, "web", era, json!({}));
         let (err, _) = tool_text(&px.call("b", "broken", json!({"message": "attacker text"})));
         assert!(err, "{era:?}");
         // Refused (this client cannot show a prompt), naming the source, in either era's form.
@@ -1473,7 +1275,7 @@ fn a_result_whose_taint_cannot_be_recorded_is_withheld() {
     } else {
         Command::new(env!("CARGO_BIN_EXE_mcpsum"))
     };
-    let mut px = Raw::start_with(&w, "web", Era::Legacy, form_caps(), cmd);
+    let mut px = raw_with(&w, "web", Era::Legacy, form_caps(), cmd);
     // The session's state is open; from now on it cannot be written.
     let note = tool_text(&px.call("n", "note", json!({})));
     assert!(!note.0, "{}", px.stderr());
@@ -1513,7 +1315,7 @@ fn a_result_whose_taint_cannot_be_recorded_is_withheld() {
 fn an_approved_modern_sink_may_ask_its_own_questions() {
     let w = World::new();
     let tr = w.transcript("web");
-    let sc = json!({"era": Era::Modern.scenario(), "transcript": tr,
+    let sc = json!({"era": Era::Modern.scenario_name(), "transcript": tr,
                     "tools": [tool("read_page"), tool("elicit_send")]});
     let s = w.scenario("web", &sc);
     w.lock_fake("web", &s, &[]).code(0);
@@ -1522,7 +1324,7 @@ fn an_approved_modern_sink_may_ask_its_own_questions() {
         "web",
         &json!({"taint": {"sources": ["read_page"], "sinks": ["elicit_send"]}}),
     );
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     let args = json!({"to": "a"});
@@ -1537,7 +1339,7 @@ fn an_approved_modern_sink_may_ask_its_own_questions() {
         "{r:#}"
     );
     // Approved: the server now asks its own question, under a state of mcpsum's.
-    let r = px.request(
+    let r = px.request_answering(
         "yes",
         "tools/call",
         call(&token, json!({APPROVAL_KEY: accept()})),
@@ -1557,7 +1359,7 @@ fn an_approved_modern_sink_may_ask_its_own_questions() {
     let (err, text) = tool_text(&r);
     assert!(!err && text.contains("input"), "{text}");
     // The wrapper is spent.
-    let r = px.request("again", "tools/call", call(&wrapped, answer), None);
+    let r = px.request_answering("again", "tools/call", call(&wrapped, answer), None);
     assert_state_refused(&r, "used");
     px.finish();
     let sent: Vec<Value> = calls(&tr)
@@ -1586,10 +1388,10 @@ fn proxies_of_one_session_count_approvals_under_the_file_lock() {
     taint_once_modern(&w);
     let threads: Vec<_> = (0..2)
         .map(|k| {
-            let mut px = Raw::start(&w, "web", Era::Modern, json!({}));
+            let mut px = raw(&w, "web", Era::Modern, json!({}));
             std::thread::spawn(move || {
                 for i in 0..N {
-                    let r = px.call(&format!("{k}-{i}"), "send", json!({"i": i}));
+                    let r = px.call(format!("{k}-{i}"), "send", json!({"i": i}));
                     assert_eq!(r["error"]["code"], -32021, "{r:#}");
                 }
                 px.finish();
@@ -1605,7 +1407,7 @@ fn proxies_of_one_session_count_approvals_under_the_file_lock() {
 }
 
 fn taint_once_modern(w: &World) {
-    let mut px = Raw::start(w, "web", Era::Modern, json!({}));
+    let mut px = raw(w, "web", Era::Modern, json!({}));
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     px.finish();
@@ -1615,7 +1417,7 @@ fn taint_once_modern(w: &World) {
 fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     // An error answer to the prompt refuses.
     let (r, asked) = px.request_seen(
@@ -1628,7 +1430,7 @@ fn legacy_prompt_error_answer_refuses_and_other_calls_proceed_while_one_is_held(
     let (err, text) = tool_text(&r);
     assert!(err && text.contains("did not allow"), "{text}");
     // While a call waits for the person, other calls are answered.
-    let ask = px.hold_send("held", json!({"to": "held"}));
+    let ask = hold_send(&mut px, "held", json!({"to": "held"}));
     let (err, _) = tool_text(&px.call("n", "note", json!({"n": 1})));
     assert!(!err);
     px.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept()}));
@@ -1649,7 +1451,7 @@ fn arguments_too_long_to_show_whole_are_refused_without_asking() {
     for era in [Era::Legacy, Era::Modern] {
         let w = World::new();
         let tr = setup(&w, "web", era, &default_policy());
-        let mut px = Raw::start(&w, "web", era, form_caps());
+        let mut px = raw(&w, "web", era, form_caps());
         tool_text(&px.call("src", "read_page", json!({"url": "u"})));
         let body = "A".repeat(20_000);
         let (r, asked) = px.request_seen(
@@ -1682,7 +1484,7 @@ fn arguments_too_long_to_show_whole_are_refused_without_asking() {
 pub(crate) fn prompt_for(era: Era, args: &Value) -> String {
     let w = World::new();
     setup(&w, "web", era, &default_policy());
-    let mut px = Raw::start(&w, "web", era, form_caps());
+    let mut px = raw(&w, "web", era, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     let msg = match era {
         Era::Legacy => {
@@ -1792,7 +1594,7 @@ fn approval_prompt_and_refusal_texts() {
     let w = World::new();
     setup(&w, "web", Era::Legacy, &default_policy());
     // No prompt capability.
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({}));
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     snap(
         "refusal_no_prompt",
@@ -1800,7 +1602,7 @@ fn approval_prompt_and_refusal_texts() {
     );
     px.finish();
     // The person's answers.
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     let answers = [
         ("refusal_decline", json!({"action": "decline"})),
         ("refusal_cancel", json!({"action": "cancel"})),
@@ -1810,7 +1612,7 @@ fn approval_prompt_and_refusal_texts() {
         ),
     ];
     for (name, answer) in answers {
-        let r = px.request(
+        let r = px.request_answering(
             name,
             "tools/call",
             json!({"name": "send", "arguments": {"to": "x"}}),
@@ -1828,13 +1630,13 @@ fn approval_prompt_and_refusal_texts() {
     // A 2026-07-28 client's approval state.
     let w = World::new();
     setup(&w, "web", Era::Modern, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     let args = json!({"to": "x"});
     let t = input_required(&px.call("ask", "send", args.clone()));
-    let r = px.request("ok", "tools/call", retry(args.clone(), &t, accept()), None);
+    let r = px.request_answering("ok", "tools/call", retry(args.clone(), &t, accept()), None);
     assert!(!tool_text(&r).0, "{r:#}");
-    let r = px.request(
+    let r = px.request_answering(
         "again",
         "tools/call",
         retry(args.clone(), &t, accept()),
@@ -1845,7 +1647,7 @@ fn approval_prompt_and_refusal_texts() {
         r["error"]["message"].as_str().unwrap(),
     );
     let forged = t.replacen("mcpsum1.", "mcpsum1.00", 1);
-    let r = px.request(
+    let r = px.request_answering(
         "forged",
         "tools/call",
         retry(args.clone(), &forged, accept()),
@@ -1857,7 +1659,7 @@ fn approval_prompt_and_refusal_texts() {
     );
     let t = input_required(&px.call("ask2", "send", args.clone()));
     let no_answer = json!({"name": "send", "arguments": args, "requestState": t});
-    let r = px.request("none", "tools/call", no_answer, None);
+    let r = px.request_answering("none", "tools/call", no_answer, None);
     snap(
         "refusal_state_without_answer",
         r["error"]["message"].as_str().unwrap(),
@@ -1871,19 +1673,20 @@ fn resources_and_prompts_as_sinks_ask_too() {
     let policy =
         json!({"taint": {"sources": ["read_page"], "sinks": ["resources:*", "prompts:*"]}});
     let tr = setup(&w, "web", Era::Modern, &policy);
-    let mut px = Raw::start(&w, "web", Era::Modern, form_caps());
+    let mut px = raw(&w, "web", Era::Modern, form_caps());
     let read = json!({"uri": "notes://inbox"});
-    let r = px.request("r0", "resources/read", read.clone(), None);
+    let r = px.request_answering("r0", "resources/read", read.clone(), None);
     assert!(r["result"]["contents"].is_array(), "clean session: {r:#}");
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
-    let t = input_required(&px.request("r1", "resources/read", read.clone(), None));
+    let t = input_required(&px.request_answering("r1", "resources/read", read.clone(), None));
     let mut p = read.clone();
     p["requestState"] = json!(t);
     p["inputResponses"] = json!({APPROVAL_KEY: accept()});
-    let r = px.request("r2", "resources/read", p, None);
+    let r = px.request_answering("r2", "resources/read", p, None);
     assert!(r["result"]["contents"].is_array(), "approved read: {r:#}");
-    let g = input_required(&px.request("p1", "prompts/get", json!({"name": "greet"}), None));
-    let r = px.request(
+    let g =
+        input_required(&px.request_answering("p1", "prompts/get", json!({"name": "greet"}), None));
+    let r = px.request_answering(
         "p2",
         "prompts/get",
         json!({"name": "greet", "requestState": g,
@@ -1940,7 +1743,7 @@ fn ended_sessions_are_listed_as_ended_and_pruned_after_a_day() {
 fn a_damaged_session_state_fails_closed() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({}));
     let dir = w.path().join("state/taint");
     // The proxy registers in the session right after its handshake answer.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1979,7 +1782,7 @@ fn a_damaged_session_state_fails_closed() {
 fn legacy_client_with_url_only_elicitation_is_refused_without_a_form_prompt() {
     let w = World::new();
     setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({"elicitation": {"url": {}}}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({"elicitation": {"url": {}}}));
     tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     let (r, asked) = px.request_seen(
         "s",
@@ -1999,7 +1802,7 @@ fn legacy_client_with_url_only_elicitation_is_refused_without_a_form_prompt() {
 fn closing_stdin_during_a_prompt_refuses_the_held_call() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     let params = px.params(json!({"name": "send", "arguments": {"to": "x"}}));
@@ -2039,7 +1842,7 @@ fn closing_stdin_during_a_prompt_refuses_the_held_call() {
 fn a_session_older_than_elicitation_is_refused_not_prompted() {
     let w = World::new();
     let tr = setup(&w, "web", Era::Legacy, &default_policy());
-    let mut px = Raw::start_at(&w, "web", "2025-03-26", form_caps());
+    let mut px = raw_at(&w, "web", "2025-03-26", form_caps());
     let (err, _) = tool_text(&px.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     let (r, asked) = px.request_seen(
@@ -2112,7 +1915,7 @@ fn a_source_json_rpc_error_taints_on_both_paths_in_both_eras() {
         let ctx = format!("{client:?} client, {server:?} server, batch {batch}");
         let w = World::new();
         let tr = setup_error_sources(&w, server, batch);
-        let mut px = Raw::start(&w, "web", client, json!({}));
+        let mut px = raw(&w, "web", client, json!({}));
         let r = px.call("e", "leak", json!({"line": error_line(batch)}));
         assert_eq!(r["error"]["message"], INJECTED, "{ctx}: {r:#}");
         let st = only_session(&list_json(&w));
@@ -2140,7 +1943,7 @@ fn a_source_json_rpc_error_taints_on_both_paths_in_both_eras() {
 fn a_source_input_round_taints_before_its_questions_reach_the_client() {
     let w = World::new();
     setup_error_sources(&w, Era::Modern, false);
-    let mut px = Raw::start(&w, "web", Era::Legacy, form_caps());
+    let mut px = raw(&w, "web", Era::Legacy, form_caps());
     // The question is answered with an error (`None`): the round fails, mcpsum answers.
     let (r, asked) = px.request_seen(
         "q",
@@ -2161,8 +1964,8 @@ fn a_source_input_round_taints_before_its_questions_reach_the_client() {
 fn a_refusal_mcpsum_makes_does_not_taint() {
     let w = World::new();
     setup_error_sources(&w, Era::Legacy, false);
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
-    let r = px.request(
+    let mut px = raw(&w, "web", Era::Legacy, json!({}));
+    let r = px.request_answering(
         "u",
         "resources/read",
         json!({"uri": "notes://unlocked"}),
@@ -2189,10 +1992,10 @@ fn proxies_started_through_a_shell_and_through_env_timeout_share_one_session() {
     let mut sh = Command::new("/bin/sh");
     // A second command after it: the shell cannot `exec` mcpsum.
     sh.args(["-c", "\"$0\" \"$@\"; exit $?", mcpsum]);
-    let mut web = Raw::start_with(&w, "web", Era::Legacy, json!({}), sh);
+    let mut web = raw_with(&w, "web", Era::Legacy, json!({}), sh);
     let mut timeout = Command::new("/usr/bin/env");
     timeout.args(["/usr/bin/timeout", "120", mcpsum]);
-    let mut mail = Raw::start_with(&w, "mail", Era::Legacy, json!({}), timeout);
+    let mut mail = raw_with(&w, "mail", Era::Legacy, json!({}), timeout);
     let (err, _) = tool_text(&web.call("src", "read_page", json!({"url": "u"})));
     assert!(!err);
     // The other proxy's sink: the session is tainted, and this client cannot be asked.
@@ -2245,7 +2048,7 @@ fn proxies_started_through_a_shell_and_through_env_timeout_share_one_session() {
     web.finish();
     mail.finish();
     // The session id is the client's, as for a proxy started directly.
-    let direct = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let direct = raw(&w, "web", Era::Legacy, json!({}));
     let (err, _) = {
         let mut d = direct;
         let r = tool_text(&d.call("s2", "send", json!({"to": "y"})));
@@ -2279,7 +2082,7 @@ fn a_legacy_servers_request_during_a_source_call_taints() {
     ] {
         let w = World::new();
         let tr = setup_error_sources(&w, Era::Legacy, false);
-        let mut px = Raw::start(&w, "web", Era::Legacy, caps);
+        let mut px = raw(&w, "web", Era::Legacy, caps);
         let line = server_request_line(method);
         px.send_request(
             "src",
@@ -2321,7 +2124,7 @@ fn a_server_request_outside_any_source_call_taints_naming_the_request() {
         "web",
         &json!({"taint": {"sources": ["read_page"], "sinks": ["send"]}}),
     );
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({"sampling": {}}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({"sampling": {}}));
     let line = server_request_line("sampling/createMessage");
     px.send_request(
         "n",
@@ -2344,7 +2147,7 @@ fn a_progress_notification_during_a_source_call_taints() {
     for client in [Era::Legacy, Era::Modern] {
         let w = World::new();
         setup_error_sources(&w, Era::Legacy, false);
-        let mut px = Raw::start(&w, "web", client, json!({}));
+        let mut px = raw(&w, "web", client, json!({}));
         let line = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                           "params": {"progressToken": "t", "progress": 1, "message": INJECTED}})
         .to_string();
@@ -2370,7 +2173,7 @@ fn an_answer_with_both_result_and_error_is_an_internal_error_and_taints() {
     for client in [Era::Legacy, Era::Modern] {
         let w = World::new();
         setup_error_sources(&w, Era::Legacy, false);
-        let mut px = Raw::start(&w, "web", client, json!({}));
+        let mut px = raw(&w, "web", client, json!({}));
         let line = json!({"jsonrpc": "2.0", "id": "@ID@",
                           "result": {"content": [{"type": "text", "text": INJECTED}]},
                           "error": {"code": 1, "message": "x"}})
@@ -2397,7 +2200,7 @@ fn an_answer_with_both_result_and_error_is_an_internal_error_and_taints() {
 fn refused_server_requests_do_not_grow_the_audit_log_without_bound() {
     let w = World::new();
     setup_error_sources(&w, Era::Legacy, true);
-    let mut px = Raw::start(&w, "web", Era::Legacy, json!({}));
+    let mut px = raw(&w, "web", Era::Legacy, json!({}));
     let mut batch: Vec<Value> = (0..400)
         .map(|k| json!({"jsonrpc": "2.0", "id": format!("s{k}"), "method": "sampling/createMessage", "params": {}}))
         .collect();
