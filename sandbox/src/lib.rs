@@ -226,6 +226,19 @@ pub use prepare::{Prepared, open_launcher, open_launcher_at, prepare};
 #[cfg(target_os = "linux")]
 pub use report::{sandbox_test, sandbox_test_plan};
 
+/// The running kernel's Landlock ABI version (0: absent or disabled), for `mcpsum doctor`.
+#[cfg(target_os = "linux")]
+pub fn landlock_abi_version() -> u32 {
+    sys::landlock_abi()
+}
+
+/// Whether AppArmor takes every capability from a user namespace the launcher makes (Ubuntu
+/// >= 23.10 without the launcher's profile loaded), for `mcpsum doctor`.
+#[cfg(target_os = "linux")]
+pub fn apparmor_blocks_launcher() -> bool {
+    apparmor::apparmor_restricts_userns()
+}
+
 /// Non-Linux stand-ins: every entry point refuses with [`SandboxError::Unsupported`].
 #[cfg(not(target_os = "linux"))]
 mod unsupported;

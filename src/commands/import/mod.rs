@@ -11,7 +11,7 @@
 //! read: only names, which become the entry's `envPassthrough`. The client keeps setting the values
 //! for `mcpsum proxy`, which hands exactly those names to the server (I2).
 
-mod clients;
+pub(crate) mod clients;
 mod edit;
 mod literal;
 mod undo;
@@ -77,6 +77,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
             Action::Lock => {
                 let lock_args = LockArgs {
                     name: job.name.clone(),
+                    all: false,
                     env: job.env.clone(),
                     sandbox: None,
                     timeout_secs: args.timeout_secs,
