@@ -79,6 +79,19 @@ pub fn main() -> std::process::ExitCode {
         }
         _ => {}
     }
+    // The completion scripts ask `mcpsum [--lockfile PATH] __server-names` for `--name`'s
+    // values: not a subcommand, so that no completion or page lists it.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .last()
+        .is_some_and(|a| a == commands::shell::SERVER_NAMES)
+    {
+        let flag = match raw.as_slice() {
+            [f, path, _] if f == "--lockfile" => Some(std::path::PathBuf::from(path)),
+            _ => None,
+        };
+        return exit_code(commands::shell::server_names(flag.as_deref()));
+    }
     let cli = <cli::Cli as clap::Parser>::parse();
     let color = match cli.color {
         crate::cli::Color::Auto => anstream::ColorChoice::Auto,

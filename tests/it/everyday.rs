@@ -808,3 +808,138 @@ fn taint_list_filters_by_server() {
         .code(0)
         .stdout_has(&["no client sessions match"]);
 }
+
+// ----- the composite GitHub Action -----
+
+/// The `verify` step's script of `action.yml`, dedented.
+fn action_verify_script() -> String {
+    let text = std::fs::read_to_string(crate::support::repo().join("action.yml")).unwrap();
+    let mut lines = text.lines().skip_while(|l| l.trim() != "id: verify");
+    let _ = lines
+        .by_ref()
+        .find(|l| l.trim() == "run: |")
+        .expect("a run block");
+    lines
+        .take_while(|l| l.is_empty() || l.starts_with("        "))
+        .map(|l| l.get(8..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_composite_action_verifies_and_reports_the_exit_code() {
+    let w = World::new();
+    let a = w.scenario("a", &scenario(&["one"]));
+    w.lock_fake("alpha", &a, &[]).code(0);
+    // The action installs mcpsum under `$RUNNER_TEMP/mcpsum/bin`; here that is this build.
+    let runner_temp = w.path().join("runner");
+    std::fs::create_dir_all(runner_temp.join("mcpsum/bin")).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_mcpsum"),
+        runner_temp.join("mcpsum/bin/mcpsum"),
+    )
+    .unwrap();
+    let script = action_verify_script();
+    let run = |format: &str| {
+        let output = w.path().join(format!("github-output-{format}"));
+        let out = Command::new("bash")
+            .env_clear()
+            .env("PATH", crate::support::child_path())
+            .env("HOME", w.path().join("home"))
+            .env("MCPSUM_STATE_DIR", w.path().join("state"))
+            .env("RUNNER_TEMP", &runner_temp)
+            .env("GITHUB_OUTPUT", &output)
+            .env("LOCKFILE", w.lockfile())
+            .env("FORMAT", format)
+            .env("SARIF_FILE", w.path().join("mcpsum.sarif"))
+            .env("STRICT", "true")
+            .env("TIMEOUT", "30")
+            .current_dir(w.path())
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        (
+            Run::from_output(out),
+            std::fs::read_to_string(output).unwrap_or_default(),
+        )
+    };
+    let (r, output) = run("github");
+    r.code(0);
+    assert_eq!(output, "exit-code=0\n");
+    let mut s = scenario(&["one", "two"]);
+    s["serverInfo"]["version"] = json!("2");
+    w.scenario("a", &s);
+    let (r, output) = run("sarif");
+    r.code(1);
+    assert_eq!(output, "exit-code=1\n");
+    let sarif: Value =
+        serde_json::from_slice(&std::fs::read(w.path().join("mcpsum.sarif")).unwrap()).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+}
+
+// ----- completions know the server names -----
+
+#[test]
+fn bash_completion_completes_server_names_for_name() {
+    let w = World::new();
+    let a = w.scenario("a", &scenario(&["one"]));
+    w.lock_fake("alpha", &a, &[]).code(0);
+    w.lock_fake("alpine", &a, &[]).code(0);
+    w.lock_fake("beta", &a, &[]).code(0);
+    let script = w.path().join("mcpsum.bash");
+    let r = w.run(&["completions", "bash"]);
+    r.code(0);
+    std::fs::write(&script, &r.stdout).unwrap();
+    let lockfile = w.lockfile().display().to_string();
+    let complete = |line: &[&str]| {
+        let words = line
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let prog = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={}; COMP_LINE='x'; COMP_POINT=1; _mcpsum_with_names \"${{COMP_WORDS[0]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            line.len() - 1
+        );
+        let out = Command::new("bash")
+            .env_clear()
+            .env("PATH", crate::support::child_path())
+            .current_dir(w.path().join("home"))
+            .args(["--norc", "-c", &prog])
+            .output()
+            .unwrap();
+        let run = Run::from_output(out);
+        run.code(0);
+        run.stdout
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let bin = env!("CARGO_BIN_EXE_mcpsum");
+    assert_eq!(
+        complete(&[bin, "--lockfile", &lockfile, "verify", "--name", "alp"]),
+        ["alpha", "alpine"]
+    );
+    assert_eq!(
+        complete(&[bin, "--lockfile", &lockfile, "audit", "--server", ""]),
+        ["alpha", "alpine", "beta"]
+    );
+    // Found as every command finds it (here: in the parent of the home folder).
+    assert_eq!(complete(&[bin, "show", "--name", "b"]), ["beta"]);
+    // A lockfile that cannot be read gives nothing, and no error.
+    assert!(
+        complete(&[
+            bin,
+            "--lockfile",
+            "/nonexistent/mcp.lock",
+            "show",
+            "--name",
+            ""
+        ])
+        .is_empty()
+    );
+    // Other words still complete as before.
+    assert!(complete(&[bin, "ver"]).contains(&"verify".to_owned()));
+}
