@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about,
     long_about = None,
     max_term_width = 100,
-    after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
+    after_help = "Platforms: Linux. Elsewhere the sandbox does not exist, so a server whose entry has\n`policy.sandbox` refuses to start (with no flag to run it unsandboxed); `mcpsum doctor` says\nwhat this machine offers.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
 )]
 pub struct Cli {
     /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).

@@ -176,7 +176,9 @@ pub const APPARMOR_FIX: &str = "run scripts/install-apparmor.sh (as root) to ins
 #[non_exhaustive]
 pub enum SandboxError {
     /// Not Linux: a server with a sandbox policy does not start.
-    #[error("sandbox: needs Linux; remove policy.sandbox to run unsandboxed")]
+    #[error(
+        "sandbox: needs Linux (Landlock, seccomp, namespaces), so a server whose entry has `policy.sandbox` does not start on this system; run it on Linux. There is no flag to run it unsandboxed: removing `policy.sandbox` would drop the protection for everyone who shares the lockfile"
+    )]
     Unsupported,
     /// A layer cannot be applied. Display: `<layer>: <cause>; <fix>`.
     #[error("{layer}: {cause}; {fix}")]

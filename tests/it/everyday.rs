@@ -943,3 +943,32 @@ fn bash_completion_completes_server_names_for_name() {
     // Other words still complete as before.
     assert!(complete(&[bin, "ver"]).contains(&"verify".to_owned()));
 }
+
+#[test]
+fn import_says_before_it_locks_that_a_dry_run_writes_the_lockfile() {
+    let w = World::new();
+    let a = w.scenario("a", &scenario(&["one"]));
+    let argv = crate::support::fake_argv(&a);
+    let config = w.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(
+            &json!({"mcpServers": {"alpha": {"command": argv[0], "args": argv[1..]}}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let r = w.run(&["import", "--from", config.to_str().unwrap()]);
+    r.code(0);
+    let note = r
+        .stderr
+        .find("note: locking 1 server into `")
+        .expect(&r.stderr);
+    let locked = r.stderr.find("locked `alpha`").expect(&r.stderr);
+    assert!(note < locked, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("not changed without `--write`"),
+        "{}",
+        r.stderr
+    );
+}

@@ -67,6 +67,20 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     let plan = plan(&files, existing.as_ref(), &args.env);
     output::stdout(&listing(&files, &plan));
 
+    // Said before it happens: a dry run of the configs still writes the lockfile.
+    let to_lock = plan
+        .jobs
+        .values()
+        .filter(|j| matches!(j.action, Action::Lock))
+        .count();
+    if !args.write && to_lock > 0 {
+        output::info(&format!(
+            "{} locking {to_lock} server{} into `{}` now; the client configs are not changed without `--write`",
+            paint(style::BOLD, "note:"),
+            if to_lock == 1 { "" } else { "s" },
+            lockfile.display()
+        ));
+    }
     // Lock each server once, as `mcpsum lock` does; a failure leaves its entries as they are.
     let mut locked = BTreeSet::new();
     for job in plan.jobs.values() {
