@@ -168,10 +168,14 @@ async fn lock_one(
         };
         let (req, _) = crate::sandboxing::request(&args.name, &command, &spec, Vec::new())
             .map_err(|e| {
-                Error::new(e).hint(format!(
-                    "fix `{}`; the server was not started",
-                    file.display()
-                ))
+                // One problem a line, as the error prints details, not one line with `\n` in it.
+                let mut lines = e.lines();
+                Error::new(lines.next().unwrap_or_default().trim_end_matches(':'))
+                    .details(lines.map(|l| l.trim_start().to_owned()))
+                    .hint(format!(
+                        "fix `{}`; the server was not started",
+                        file.display()
+                    ))
             })?;
         // Allowed (the policy is the person's), but never silently.
         for (key, credential) in mcpsum_sandbox::exposed_credentials(&req.policy) {

@@ -972,3 +972,28 @@ fn import_says_before_it_locks_that_a_dry_run_writes_the_lockfile() {
         r.stderr
     );
 }
+
+#[test]
+fn a_refused_sandbox_file_lists_each_problem_on_its_own_line() {
+    let w = World::new();
+    let sb = w.path().join("sb.json");
+    std::fs::write(
+        &sb,
+        r#"{"filesystem": {"read": ["relative/x", "~bob/y"], "write": []}, "network": {"allow": []}}"#,
+    )
+    .unwrap();
+    let r = w.run(&[
+        "lock",
+        "--name",
+        "x",
+        "--sandbox",
+        sb.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ]);
+    r.code(2);
+    assert!(!r.stderr.contains("\\n"), "{}", r.stderr);
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("sandbox_file_problems", w.redact(&r.stderr));
+    });
+}
