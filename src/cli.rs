@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about,
     long_about = None,
     max_term_width = 100,
-    after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
+    after_help = "Platforms: Linux. Elsewhere the sandbox does not exist, so a server whose entry has\n`policy.sandbox` refuses to start (with no flag to run it unsandboxed); `mcpsum doctor` says\nwhat this machine offers.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
 )]
 pub struct Cli {
     /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).
@@ -48,9 +48,26 @@ pub enum Color {
 pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
-        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
+        override_usage = "mcpsum lock [OPTIONS] --name <NAME> [-- <COMMAND>...]\n       mcpsum lock [OPTIONS] --all",
+        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
+    /// Remove servers from the lockfile.
+    #[command(
+        after_help = "Client configs that run a removed server through `mcpsum proxy` stop working:\nput them back with `mcpsum import --undo`, or edit them.\n\nExamples:\n  mcpsum remove --name time\n  mcpsum remove --name time --name fetch"
+    )]
+    Remove(RemoveArgs),
+    /// Show how the lockfile changed against a git revision or another lockfile.
+    #[command(
+        long_about = "Show how the lockfile changed against a git revision or another lockfile.\n\nEach of OLD and NEW is a lockfile path if such a file exists, else a git revision of the\nlockfile (`git show REV:mcp.lock`). OLD defaults to `HEAD`, NEW to the working lockfile. Changes\nare shown as `verify` shows drift, with the command, environment names and policy besides.",
+        after_help = "Exit status: 0 no definitional change, 1 definitional changes, 2 a side could not be read.\n\nExamples:\n  mcpsum diff                      # HEAD against the working mcp.lock\n  mcpsum diff main\n  mcpsum diff old.lock new.lock --json"
+    )]
+    Diff(DiffArgs),
+    /// Check this machine for what mcpsum needs, and say how to fix what is missing.
+    #[command(
+        after_help = "Exit status: 0 nothing wrong, 1 a problem was found (each with its fix).\n\nExamples:\n  mcpsum doctor\n  mcpsum doctor --json"
+    )]
+    Doctor(DoctorArgs),
     /// Compare each server's live surface with the lockfile.
     #[command(
         after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify; the same in every --format.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json\n  mcpsum verify --format github                 # annotations in a GitHub Actions job\n  mcpsum verify --format sarif > mcpsum.sarif   # for code scanning"
@@ -64,9 +81,10 @@ pub enum Command {
         after_help = "Examples:\n  mcpsum proxy --name time --lockfile /abs/path/mcp.lock\n  mcpsum proxy --name time --learn    # record what it uses, for `mcpsum sandbox suggest`\n\nClient config:\n  {\"command\": \"mcpsum\", \"args\": [\"proxy\", \"--name\", \"time\", \"--lockfile\", \"/abs/path/mcp.lock\"]}\n\nThe command, environment and surface come from the lockfile only."
     )]
     Proxy(ProxyArgs),
-    /// Print taint labels for a server from its locked annotations, for review.
+    /// Print taint labels for a server from its locked annotations, for review (`--write` adds
+    /// them to the lockfile).
     #[command(
-        after_help = "Examples:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock"
+        after_help = "Examples:\n  mcpsum suggest-policy --name fetch > policy.json   # review, then paste into mcp.lock\n  mcpsum suggest-policy --name fetch --write         # or add the labels to mcp.lock"
     )]
     SuggestPolicy(SuggestArgs),
     /// Lock the MCP servers your clients already run and route them through mcpsum.
@@ -168,6 +186,39 @@ pub struct SuggestArgs {
     /// The server to label.
     #[arg(long)]
     pub name: String,
+    /// Also add the labels to the server's `policy.taint` in the lockfile (after showing them).
+    #[arg(long)]
+    pub write: bool,
+}
+
+/// `mcpsum remove`.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The server to remove (repeatable).
+    #[arg(long, required = true)]
+    pub name: Vec<String>,
+}
+
+/// `mcpsum diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The old side: a lockfile path, or a git revision of the lockfile (default: `HEAD`).
+    #[arg(value_name = "OLD")]
+    pub old: Option<String>,
+    /// The new side: a lockfile path, or a git revision (default: the working lockfile).
+    #[arg(value_name = "NEW")]
+    pub new: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mcpsum doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `mcpsum taint ...`.
@@ -175,11 +226,19 @@ pub struct SuggestArgs {
 pub enum TaintCommand {
     /// Show each client session: client, servers, how each proxy reached the client, taint and
     /// approvals.
-    #[command(after_help = "Examples:\n  mcpsum taint list\n  mcpsum taint list --json")]
+    #[command(
+        after_help = "Examples:\n  mcpsum taint list\n  mcpsum taint list --active --server fetch\n  mcpsum taint list --json"
+    )]
     List {
         /// Print one JSON document on stdout.
         #[arg(long)]
         json: bool,
+        /// Only sessions whose client is still running.
+        #[arg(long)]
+        active: bool,
+        /// Only sessions that used this server (repeatable).
+        #[arg(long, value_name = "NAME")]
+        server: Vec<String>,
     },
     /// Clear the taint of a session (only from a terminal).
     #[command(
@@ -257,8 +316,16 @@ pub struct ProxyArgs {
 #[derive(Debug, Args)]
 pub struct LockArgs {
     /// The server's name in the lockfile and in client configs.
-    #[arg(long)]
+    #[arg(
+        long,
+        required_unless_present = "all",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub name: String,
+    /// Re-lock every server in the lockfile with its recorded command, in parallel.
+    #[arg(long, conflicts_with_all = ["name", "sandbox", "command", "era"])]
+    pub all: bool,
     /// Pass this environment variable to the server (repeatable). Values are never stored.
     #[arg(long = "env", value_name = "VAR")]
     pub env: Vec<String>,

@@ -113,8 +113,13 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         && stderr.iter().any(|l| {
             l.contains("EACCES") || l.contains("Permission denied") || l.contains("EPERM")
         });
+    let environment = environment_hint(launch, &stderr);
     let hint = match &error {
-        _ if sandbox_denied => "the sandbox refused something the server needs (see its stderr above); if that is expected of it, add the path to `policy.sandbox.filesystem.read` (or `write`) and run `mcpsum sandbox test --name NAME` to see the read and write sets".to_owned(),
+        _ if environment.is_some() => environment.unwrap_or_default(),
+        _ if sandbox_denied => format!(
+            "the sandbox refused something the server needs (see its stderr above); if that is expected of it, add the path to `policy.sandbox.filesystem.read` (or `write`) and run `mcpsum sandbox test --name {}` to see the read and write sets",
+            launch.server
+        ),
         ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(_)) => format!(
             "the server was not started; fix `policy.sandbox` of server `{}` in the lockfile, then check it with `mcpsum sandbox test --name {}`",
             launch.server, launch.server
@@ -139,4 +144,90 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         _ => "check that the command starts an MCP server on stdio; run it by hand to see its output".to_owned(),
     };
     err.hint(hint)
+}
+
+/// What the environment lacks, when the server's stderr shows a failure the environment causes
+/// and a variable fixes: a certificate it cannot verify (a TLS-intercepting proxy), a proxy it
+/// cannot reach or was not told of, a host name it cannot resolve. `PATH` and `HOME` are not
+/// the answer then, whatever else is missing.
+fn environment_hint(launch: &Launch, stderr: &[String]) -> Option<String> {
+    let text = stderr.join("\n").to_lowercase();
+    let any = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+    let (what, vars): (&str, &[&str]) = if any(&[
+        "certificate verify failed",
+        "unknownissuer",
+        "invalid peer certificate",
+        "self signed certificate",
+        "self-signed certificate",
+        "unable to get local issuer certificate",
+        "unable_to_get_issuer_cert",
+        "self_signed_cert_in_chain",
+        "unable_to_verify_leaf_signature",
+        "certificate has expired",
+        "x509:",
+    ]) {
+        (
+            "the server (or the package runner that starts it) cannot verify a TLS certificate; behind a TLS-intercepting proxy it needs that proxy's CA",
+            &[
+                "SSL_CERT_FILE",
+                "NODE_EXTRA_CA_CERTS",
+                "REQUESTS_CA_BUNDLE",
+                "UV_NATIVE_TLS",
+            ],
+        )
+    } else if any(&[
+        "proxyerror",
+        "proxy error",
+        "proxy authentication required",
+        "tunnel connection failed",
+        "407 ",
+    ]) || (text.contains("proxy") && any(&["econnrefused", "connection refused"]))
+    {
+        (
+            "the server cannot get through the network's proxy",
+            &["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"],
+        )
+    } else if any(&[
+        "getaddrinfo",
+        "enotfound",
+        "eai_again",
+        "name or service not known",
+        "temporary failure in name resolution",
+        "failed to lookup address",
+        "dns error",
+        "nodename nor servname",
+        "could not resolve host",
+    ]) {
+        (
+            "the server cannot resolve a host name; where the network is reached through a proxy, the server must be told of it",
+            &["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"],
+        )
+    } else {
+        return None;
+    };
+    let missing: Vec<&str> = vars
+        .iter()
+        .copied()
+        .filter(|v| !launch.env_passthrough.iter().any(|e| e == v))
+        .collect();
+    let mut hint = format!("{what} (see its stderr above): ");
+    if missing.is_empty() {
+        hint.push_str(&format!(
+            "{} are passed to it already; check their values in the environment that starts mcpsum",
+            vars.iter()
+                .map(|v| format!("`{v}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    } else {
+        hint.push_str(&format!(
+            "set the ones that apply in the environment that starts mcpsum (the client's `env` for `mcpsum proxy`) and pass them: `mcpsum lock --name {} {}`",
+            launch.server,
+            missing.iter().map(|v| format!("--env {v}")).collect::<Vec<_>>().join(" ")
+        ));
+    }
+    if launch.sandbox.is_some() && !text.contains("certificate") {
+        hint.push_str("; under `policy.sandbox` the host must also be in `network.allow`");
+    }
+    Some(hint)
 }

@@ -26,6 +26,7 @@ pub mod protocol;
     reason = "the proxy is being redesigned; it moves to fs-err with it"
 )]
 pub mod proxy;
+pub mod proxy_start;
 pub mod sandboxing;
 pub mod session;
 pub mod taint;
@@ -38,12 +39,17 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
     match &cli.command {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
+        cli::Command::Remove(a) => commands::remove::run(lockfile, a),
+        cli::Command::Diff(a) => json_on_error(a.json, commands::diff::run(lockfile, a)),
+        cli::Command::Doctor(a) => commands::doctor::run(lockfile, a),
         cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a)),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
-        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
-        cli::Command::Taint(cli::TaintCommand::List { json }) => {
-            json_on_error(*json, commands::taint::list(*json))
-        }
+        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name, a.write),
+        cli::Command::Taint(cli::TaintCommand::List {
+            json,
+            active,
+            server,
+        }) => json_on_error(*json, commands::taint::list(*json, *active, server)),
         cli::Command::Taint(cli::TaintCommand::Reset { session, all }) => {
             commands::taint::reset(session.as_deref(), *all)
         }
@@ -56,15 +62,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
-        cli::Command::Proxy(a) => {
-            let opts = proxy::ProxyOptions {
-                name: a.name.clone(),
-                max_message: a.max_message_bytes,
-                timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
-                learn: a.learn,
-            };
-            proxy::run(lockfile, &opts).await
-        }
+        cli::Command::Proxy(a) => commands::proxy::run(lockfile, a).await,
     }
 }
 
@@ -88,6 +86,19 @@ pub fn main() -> std::process::ExitCode {
             mcpsum_sandbox::learn_main(args.collect())
         }
         _ => {}
+    }
+    // The completion scripts ask `mcpsum [--lockfile PATH] __server-names` for `--name`'s
+    // values: not a subcommand, so that no completion or page lists it.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .last()
+        .is_some_and(|a| a == commands::shell::SERVER_NAMES)
+    {
+        let flag = match raw.as_slice() {
+            [f, path, _] if f == "--lockfile" => Some(std::path::PathBuf::from(path)),
+            _ => None,
+        };
+        return exit_code(commands::shell::server_names(flag.as_deref()));
     }
     let cli = <cli::Cli as clap::Parser>::parse();
     let color = match cli.color {

@@ -186,7 +186,9 @@ pub const APPARMOR_FIX: &str = "run scripts/install-apparmor.sh (as root) to ins
 #[non_exhaustive]
 pub enum SandboxError {
     /// Not Linux: a server with a sandbox policy does not start.
-    #[error("sandbox: needs Linux; remove policy.sandbox to run unsandboxed")]
+    #[error(
+        "sandbox: needs Linux (Landlock, seccomp, namespaces), so a server whose entry has `policy.sandbox` does not start on this system; run it on Linux. There is no flag to run it unsandboxed: removing `policy.sandbox` would drop the protection for everyone who shares the lockfile"
+    )]
     Unsupported,
     /// A layer cannot be applied. Display: `<layer>: <cause>; <fix>`.
     #[error("{layer}: {cause}; {fix}")]
@@ -235,6 +237,19 @@ impl SandboxError {
 pub use prepare::{Prepared, open_launcher, open_launcher_at, prepare};
 #[cfg(target_os = "linux")]
 pub use report::{sandbox_test, sandbox_test_plan};
+
+/// The running kernel's Landlock ABI version (0: absent or disabled), for `mcpsum doctor`.
+#[cfg(target_os = "linux")]
+pub fn landlock_abi_version() -> u32 {
+    sys::landlock_abi()
+}
+
+/// Whether AppArmor takes every capability from a user namespace the launcher makes (Ubuntu
+/// >= 23.10 without the launcher's profile loaded), for `mcpsum doctor`.
+#[cfg(target_os = "linux")]
+pub fn apparmor_blocks_launcher() -> bool {
+    apparmor::apparmor_restricts_userns()
+}
 
 /// Non-Linux stand-ins: every entry point refuses with [`SandboxError::Unsupported`].
 #[cfg(not(target_os = "linux"))]

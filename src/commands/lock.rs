@@ -16,14 +16,84 @@ use crate::paths;
 
 /// Runs `lock`.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Result<Exit> {
+    if args.all {
+        return lock_all(&paths::require_lockfile(lockfile_flag)?, args).await;
+    }
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
     lock_at(&path, args).await
 }
 
+/// `lock --all`: every entry re-locked with its recorded command, all at once. Each one lands
+/// on its own (its read-modify-write is under the advisory lock, as for `lock --name`), so one
+/// server that fails leaves the others locked; each change is shown as a re-lock shows it.
+async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
+    let lock = lockfile::load(path)?;
+    if lock.servers.is_empty() {
+        output::info(&format!("no servers locked in `{}`", path.display()));
+        return Ok(Exit::Ok);
+    }
+    let progress = std::sync::Arc::new(crate::progress::Progress::start());
+    let mut tasks = Vec::new();
+    for name in lock.servers.keys() {
+        let one = LockArgs {
+            name: name.clone(),
+            all: false,
+            env: args.env.clone(),
+            sandbox: None,
+            timeout_secs: args.timeout_secs,
+            era: None,
+            command: Vec::new(),
+        };
+        let (path, progress) = (path.to_path_buf(), progress.clone());
+        tasks.push((
+            name.clone(),
+            tokio::spawn(async move { lock_one(&path, &one, Some(&progress)).await }),
+        ));
+    }
+    drop(lock);
+    let mut failed = Vec::new();
+    for (name, task) in tasks {
+        let result = task
+            .await
+            .unwrap_or_else(|e| Err(Error::new(format!("locking `{name}` crashed")).cause(e)));
+        if let Err(e) = result {
+            output::error(&e);
+            failed.push(name);
+        }
+    }
+    drop(progress);
+    if failed.is_empty() {
+        return Ok(Exit::Ok);
+    }
+    Err(Error::new(format!(
+        "{} of the servers in `{}` could not be locked: {}",
+        failed.len(),
+        path.display(),
+        failed
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .hint(format!(
+        "their entries are unchanged; fix each as its error above says, then run `mcpsum lock --name {}`",
+        failed[0]
+    )))
+}
+
 /// Locks one server into the lockfile at `path`: the whole of `lock` once the file is known.
 /// `import` locks each server it finds through here too, so both pin a surface the same way.
 pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
+    lock_one(path, args, None).await
+}
+
+/// [`lock_at`], showing progress on `shared` when several servers are locked at once.
+async fn lock_one(
+    path: &std::path::Path,
+    args: &LockArgs,
+    shared: Option<&crate::progress::Progress>,
+) -> Result<Exit> {
     if !valid_server_name(&args.name) {
         return Err(
             Error::new(format!("`{}` is not a valid server name", args.name))
@@ -40,7 +110,8 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         .and_then(|(_, l)| l.servers.get(&args.name))
         .cloned();
 
-    let (command, env) = match (&previous, args.command.is_empty()) {
+    let given = usable_command(&args.name, &args.command)?;
+    let (command, env) = match (&previous, given.is_empty()) {
         (None, true) => {
             return Err(Error::new(format!(
                 "server `{}` is not in `{}` yet, so a command is needed",
@@ -58,21 +129,27 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
             (prev.command.clone(), env)
         }
         (Some(prev), false) => {
-            if prev.command != args.command {
+            if prev.command != given {
                 output::info(&format!(
                     "replacing the command of `{}`: {} -> {}",
                     args.name,
                     output::sanitize_line(&super::show::shell_words(&prev.command)),
-                    output::sanitize_line(&super::show::shell_words(&args.command))
+                    output::sanitize_line(&super::show::shell_words(&given))
                 ));
             }
-            (args.command.clone(), args.env.clone())
+            (given, args.env.clone())
         }
-        (None, false) => (args.command.clone(), args.env.clone()),
+        (None, false) => (given, args.env.clone()),
     };
     let mut env = env;
     env.sort();
     env.dedup();
+    if let Some(why) = unpinned_runner(&command) {
+        output::warn(&format!(
+            "server `{}`: {why}, so what it runs can change without any drift showing (the surface may stay the same while the code changes); pin a version in the command",
+            args.name
+        ));
+    }
 
     // The policy is the person's: keep it; `--sandbox` sets the sandbox part.
     let mut policy: Option<Policy> = previous.as_ref().and_then(|p| p.policy.clone());
@@ -91,10 +168,14 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         };
         let (req, _) = crate::sandboxing::request(&args.name, &command, &spec, Vec::new())
             .map_err(|e| {
-                Error::new(e).hint(format!(
-                    "fix `{}`; the server was not started",
-                    file.display()
-                ))
+                // One problem a line, as the error prints details, not one line with `\n` in it.
+                let mut lines = e.lines();
+                Error::new(lines.next().unwrap_or_default().trim_end_matches(':'))
+                    .details(lines.map(|l| l.trim_start().to_owned()))
+                    .hint(format!(
+                        "fix `{}`; the server was not started",
+                        file.display()
+                    ))
             })?;
         // Allowed (the policy is the person's), but never silently.
         for (key, credential) in mcpsum_sandbox::exposed_credentials(&req.policy) {
@@ -113,7 +194,8 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         &env,
         policy.as_ref().and_then(|p| p.sandbox.as_ref()),
         &path,
-        false,
+        // `-v` shows the server's stderr as it comes (a slow download, a crash).
+        output::verbose(),
     );
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {
@@ -145,11 +227,15 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         (Some(EraFlag::Modern), _) => Ask::Only(Era::Modern),
         (None, Some(era)) => Ask::Only(era),
     };
-    let mut progress = crate::progress::Progress::start();
-    let reporter = progress.server(&args.name, &super::show::shell_words(&command));
+    let mut own = shared.is_none().then(crate::progress::Progress::start);
+    let reporter = shared
+        .or(own.as_ref())
+        .and_then(|p| p.server(&args.name, &super::show::shell_words(&command)));
     let surface =
         client::read_surface_as(&launch, ask, super::options(args.timeout_secs, reporter)).await;
-    progress.finish();
+    if let Some(p) = own.as_mut() {
+        p.finish();
+    }
     let surface = surface.map_err(|f| {
         let refused = match &f.error {
             ClientError::EraRefused { era, .. } => Some(*era),
@@ -246,25 +332,19 @@ fn report(
     let info = &entry.server_info;
     let counts = Kind::ALL
         .iter()
-        .map(|k| format!("{} {}", entry.items(*k).len(), k.plural()))
+        .map(|k| {
+            let n = entry.items(*k).len();
+            format!("{n} {}", if n == 1 { k.noun() } else { k.plural() })
+        })
         .collect::<Vec<_>>()
         .join(", ");
     output::info(&format!(
-        "{} `{name}` in `{}`: {}, protocol {}, {} {}; {counts}",
+        "{} `{name}` in `{}`: {}, protocol {}, {}; {counts}",
         paint(style::OK, "locked"),
         path.display(),
         entry.era(),
         output::sanitize_line(&entry.protocol_version),
-        output::sanitize_line(
-            info.get("name")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("?")
-        ),
-        output::sanitize_line(
-            info.get("version")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("?")
-        ),
+        super::show::server_label(info),
     ));
     if let Some(prev) = previous {
         match drift::compare(prev, &entry.surface()) {
@@ -284,6 +364,119 @@ fn report(
             output::sanitize_line(label)
         ));
     }
+}
+
+/// The command as the proxy can run it: a URL is refused (it names a remote server, which
+/// mcpsum does not pin yet), and a relative program path (`./run.py`), or an argument that is a
+/// relative path to an existing file, is made absolute: the proxy runs from the client's working
+/// directory, not this one.
+fn usable_command(name: &str, argv: &[String]) -> Result<Vec<String>> {
+    let Some(program) = argv.first() else {
+        return Ok(Vec::new());
+    };
+    if program.starts_with("http://") || program.starts_with("https://") {
+        return Err(Error::new(format!(
+            "the command of server `{name}` is a URL (`{}`): remote servers are not supported yet",
+            output::sanitize_line(program)
+        ))
+        .hint("mcpsum pins servers it starts as a process on stdio; give the command that starts the server, after `--`"));
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::new("cannot read the current directory").cause(e))?;
+    let mut out = Vec::with_capacity(argv.len());
+    for (i, arg) in argv.iter().enumerate() {
+        let path = std::path::Path::new(arg);
+        let relative_program = i == 0 && arg.contains('/') && path.is_relative();
+        let relative_file =
+            i > 0 && (arg.starts_with("./") || arg.starts_with("../")) && cwd.join(path).is_file();
+        if relative_program || relative_file {
+            let abs = normalize(&cwd.join(path));
+            let abs = abs.display().to_string();
+            output::info(&format!(
+                "using `{}` for `{}`: the proxy runs from the client's working directory",
+                output::sanitize_line(&abs),
+                output::sanitize_line(arg)
+            ));
+            out.push(abs);
+        } else {
+            out.push(arg.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `path` without `.` and `..` components (lexically: the file need not exist yet).
+fn normalize(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Why a package-runner command may run other code tomorrow: `npx`/`bunx` with a package
+/// without `@VERSION`, `uvx` with one without `==VERSION` (or `@VERSION`).
+fn unpinned_runner(argv: &[String]) -> Option<String> {
+    let program = std::path::Path::new(argv.first()?)
+        .file_name()?
+        .to_string_lossy()
+        .into_owned();
+    let rest = &argv[1..];
+    let (npm, python) = (
+        matches!(program.as_str(), "npx" | "bunx"),
+        matches!(program.as_str(), "uvx" | "pipx"),
+    );
+    if !npm && !python {
+        return None;
+    }
+    // `uvx --from SPEC cmd` and `npx --package SPEC cmd` name the package in the flag.
+    let mut spec = None;
+    let mut i = 0;
+    while i < rest.len() {
+        let a = &rest[i];
+        if let Some(v) = a
+            .strip_prefix("--from=")
+            .or_else(|| a.strip_prefix("--package="))
+        {
+            spec = Some(v.to_owned());
+            break;
+        }
+        if a == "--from" || a == "--package" || a == "-p" {
+            spec = rest.get(i + 1).cloned();
+            break;
+        }
+        if a == "run" && program == "pipx" {
+            i += 1;
+            continue;
+        }
+        if !a.starts_with('-') {
+            spec = Some(a.clone());
+            break;
+        }
+        i += 1;
+    }
+    let spec = spec?;
+    let pinned = if npm {
+        // `@scope/pkg@1.2.3`: the version's `@` comes after the first character.
+        spec.get(1..).is_some_and(|s| s.contains('@'))
+            && !spec.ends_with("@latest")
+            && !spec.ends_with("@next")
+    } else {
+        spec.contains("==") || (spec.contains('@') && !spec.ends_with("@latest"))
+    };
+    (!pinned).then(|| {
+        format!(
+            "`{program}` runs `{}` without a pinned version",
+            output::sanitize_line(&spec)
+        )
+    })
 }
 
 /// `--env` takes variable names, never `NAME=value`.

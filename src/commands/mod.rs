@@ -2,8 +2,12 @@
 
 pub mod audit;
 pub mod ci;
+pub mod diff;
+pub mod doctor;
 pub mod import;
 pub mod lock;
+pub mod proxy;
+pub mod remove;
 pub mod sandbox;
 pub mod shell;
 pub mod show;

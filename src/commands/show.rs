@@ -86,14 +86,21 @@ fn labels(entry: &Entry, tool: &str) -> Vec<&'static str> {
     out
 }
 
+/// `serverInfo`'s name and version for people, sanitized: `?` for a missing name, and no
+/// version (rather than an empty word) when the server reports none.
+pub fn server_label(info: &Value) -> String {
+    let name = info.get("name").and_then(Value::as_str).unwrap_or("?");
+    match info.get("version").and_then(Value::as_str).map(str::trim) {
+        Some("") => sanitize_line(name),
+        Some(v) => sanitize_line(&format!("{name} {v}")),
+        None => sanitize_line(&format!("{name} ?")),
+    }
+}
+
 /// Appends the human-readable form of one entry to `s`.
 fn push_entry(s: &mut String, name: &str, e: &Entry) {
     let info = &e.server_info;
-    let server = sanitize_line(&format!(
-        "{} {}",
-        info.get("name").and_then(Value::as_str).unwrap_or("?"),
-        info.get("version").and_then(Value::as_str).unwrap_or("?")
-    ));
+    let server = server_label(info);
     s.push_str(&format!("{}\n", paint_stdout(style::BOLD, name)));
     s.push_str(&format!(
         "  command      {}\n",

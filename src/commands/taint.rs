@@ -8,8 +8,10 @@ use crate::error::{Error, Exit, Result};
 use crate::output::{self, paint, sanitize_line, style};
 use crate::{lockfile, paths, taint};
 
-/// `suggest-policy --name NAME`: JSON on stdout, reasons on stderr; never edits the lock.
-pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str) -> Result<Exit> {
+/// `suggest-policy --name NAME [--write]`: JSON on stdout, reasons on stderr; with `--write`,
+/// the labels are also added to the entry's `policy.taint` (kept labels stay, new ones join
+/// them), under the advisory lock on a fresh read, as `lock` writes.
+pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str, write: bool) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
     let lock = lockfile::load(&path)?;
     let entry = super::entry(&lock, &path, name)?;
@@ -20,24 +22,73 @@ pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str) -> Result<Ex
     for r in &reasons {
         output::info(&format!("  {r}"));
     }
-    output::info(&format!(
-        "review, then paste into `servers.{name}` of `{}` (mcpsum does not edit it)",
-        path.display()
-    ));
+    if !write {
+        output::info(&format!(
+            "review, then paste into `servers.{name}` of `{}`, or run `mcpsum suggest-policy --name {name} --write` to add them",
+            path.display()
+        ));
+        output::stdout_json(&policy);
+        return Ok(Exit::Ok);
+    }
+    drop(lock);
     output::stdout_json(&policy);
+    let proposed: lockfile::TaintPolicy = serde_json::from_value(policy["policy"]["taint"].clone())
+        .map_err(|e| Error::new("the suggested labels do not form a taint policy").cause(e))?;
+    lockfile::refuse_symlink(&path)?;
+    let guard = lockfile::LockGuard::acquire(&path)?;
+    let mut lock = lockfile::load(&path)?;
+    let Some(entry) = lock.servers.get_mut(name) else {
+        return Err(super::unknown_server(&lock, &path, name));
+    };
+    let policy = entry.policy.get_or_insert_with(lockfile::Policy::default);
+    let taint = policy
+        .taint
+        .get_or_insert_with(lockfile::TaintPolicy::default);
+    let mut added = Vec::new();
+    for (kept, new, label) in [
+        (&mut taint.sources, proposed.sources, "source"),
+        (&mut taint.sinks, proposed.sinks, "sink"),
+    ] {
+        for n in new {
+            if !kept.contains(&n) {
+                added.push(format!("{label} `{}`", sanitize_line(&n)));
+                kept.push(n);
+            }
+        }
+    }
+    if added.is_empty() {
+        output::info(&format!(
+            "`servers.{name}.policy.taint` of `{}` already has every label; nothing written",
+            path.display()
+        ));
+        return Ok(Exit::Ok);
+    }
+    lockfile::check_entry(&path, name, &lock.servers[name])?;
+    lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
+    drop(guard);
+    output::info(&format!(
+        "{} to `servers.{name}.policy.taint` of `{}`: {}",
+        paint(style::OK, "added"),
+        path.display(),
+        added.join(", ")
+    ));
     Ok(Exit::Ok)
 }
 
-/// `taint list [--json]`.
-pub fn list(json_out: bool) -> Result<Exit> {
+/// `taint list [--json] [--active] [--server NAME]`.
+pub fn list(json_out: bool, active: bool, servers: &[String]) -> Result<Exit> {
     let state_dir = paths::state_dir()?;
-    let sessions = taint::list_sessions(&state_dir).map_err(|e| {
+    let mut sessions = taint::list_sessions(&state_dir).map_err(|e| {
         Error::new(format!(
             "cannot read `{}`",
             taint::taint_dir(&state_dir).display()
         ))
         .cause(e)
     })?;
+    // Every session ever is kept; a person looks for the live ones or one server's.
+    sessions.retain(|(s, alive)| {
+        (!active || *alive) && (servers.is_empty() || s.servers.iter().any(|n| servers.contains(n)))
+    });
     if json_out {
         let doc: Vec<_> = sessions
             .iter()
@@ -47,7 +98,11 @@ pub fn list(json_out: bool) -> Result<Exit> {
         return Ok(Exit::Ok);
     }
     if sessions.is_empty() {
-        output::stdout("no client sessions\n");
+        output::stdout(if active || !servers.is_empty() {
+            "no client sessions match\n"
+        } else {
+            "no client sessions\n"
+        });
         return Ok(Exit::Ok);
     }
     let mut out = String::new();

@@ -71,7 +71,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     let mut tasks = Vec::new();
     for name in &names {
         let entry = lock.servers[name].clone();
-        let launch = super::launch_for(name, &entry, &path, false);
+        let launch = super::launch_for(name, &entry, &path, output::verbose());
         let opts = super::options(
             args.timeout_secs,
             progress.server(name, &super::show::shell_words(&entry.command)),
@@ -155,6 +155,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
                     "status": d.class(),
                     "items": d.items,
                     "fields": d.fields,
+                    // The report a person reads, uncoloured: digests alone do not say what
+                    // changed, and the live definitions are not in the lockfile to diff.
+                    "diff": super::diff::plain(&drift::render(d, "")),
                 }),
                 Outcome::Failed(e) => json!({"name": name, "status": "error", "error": e.one_line(), "hint": e.hint_text()}),
             })
@@ -171,6 +174,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     for (name, outcome) in &results {
         match outcome {
             Outcome::Checked(d) => match d.class() {
+                // `-q` prints only what needs attention.
+                Class::Clean if output::quiet() => {}
                 Class::Clean => {
                     out.push_str(&format!("{} {name}: clean\n", paint(style::OK, "ok")));
                 }

@@ -101,6 +101,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let state_dir = crate::paths::ensure_state_dir()?;
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
+    crate::proxy_start::warn_unset_env(&audit, &opts.name, &entry.env_passthrough);
 
     let launch = crate::launch::launch_for(&opts.name, &entry, &path, true)
         .learning(opts.learn, &state_dir)?;
@@ -254,17 +255,16 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         }
         Ok(Err(StartFailure { error, .. })) => {
             // What the client asked meanwhile gets an answer before the proxy stops.
-            let why = format!(
-                "server `{}` could not be started: {}",
-                opts.name,
-                error.one_line()
-            );
+            let why = crate::proxy_start::client_message(&opts.name, &error);
             for input in &early {
                 if let Input::Line(line) = input
                     && let Ok(msg) = serde_json::from_slice::<Value>(line)
                     && let (Some(id), Some(_)) = (msg.get("id"), msg.get("method"))
                 {
-                    proxy.reply_error(id, codes::INTERNAL, &why, None).await;
+                    let data = crate::proxy_start::error_data(&opts.name, &error);
+                    proxy
+                        .reply_error(id, codes::INTERNAL, &why, Some(data))
+                        .await;
                 }
             }
             proxy.close_client().await;

@@ -13,7 +13,7 @@ fn example_legacy_lock_show_verify() {
         "locked `notes`",
         "legacy (initialize), protocol 2025-11-25",
         "example-notes 1.2.0",
-        "2 tools, 1 prompts, 1 resources, 1 resource templates",
+        "2 tools, 1 prompt, 1 resource, 1 resource template",
     ]);
     let lock = w.lock_json();
     assert_eq!(lock["lockfileVersion"], 1);
@@ -182,7 +182,7 @@ fn a_kind_not_advertised_is_empty() {
     );
     w.lock_fake("s", &s, &[])
         .code(0)
-        .stderr_has(&["1 tools, 0 prompts, 0 resources, 0 resource templates"]);
+        .stderr_has(&["1 tool, 0 prompts, 0 resources, 0 resource templates"]);
     let e = &w.lock_json()["servers"]["s"];
     assert_eq!(e["prompts"], json!([]));
     assert_eq!(e["resourceTemplates"], json!([]));

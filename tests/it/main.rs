@@ -17,6 +17,7 @@ mod crash;
 #[cfg(target_os = "linux")]
 mod egress;
 mod era;
+mod everyday;
 mod golden;
 mod hostile;
 mod import;

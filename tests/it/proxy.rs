@@ -2159,7 +2159,17 @@ fn a_server_that_cannot_start_fails_the_proxy_with_its_name() {
         json!({"protocolVersion": "2025-06-18",
         "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
     );
-    let code = px.wait();
+    // The proxy stays until the client leaves, answering each request with why it cannot
+    // serve it, rather than closing the connection on a client that shows only that.
+    px.send_request(json!(2), "tools/list", json!({}));
+    let e = error_of(&px.response(&json!(2))).clone();
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("server `dead` could not be started")),
+        "{e}"
+    );
+    let code = px.finish();
     assert_eq!(code, 2, "{}", px.stderr());
     assert!(px.stderr().contains("`dead`"), "{}", px.stderr());
     let out = Px::proxy_cmd(&w, "nope", &[], &[]).output().unwrap();

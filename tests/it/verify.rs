@@ -245,7 +245,7 @@ fn clean_json_report() {
     let doc = j.json();
     assert_eq!(
         doc["servers"],
-        json!([{"name": "drifty", "status": "clean", "items": [], "fields": []}])
+        json!([{"name": "drifty", "status": "clean", "items": [], "fields": [], "diff": ""}])
     );
 }
 

@@ -11,7 +11,7 @@
 //! read: only names, which become the entry's `envPassthrough`. The client keeps setting the values
 //! for `mcpsum proxy`, which hands exactly those names to the server (I2).
 
-mod clients;
+pub(crate) mod clients;
 mod edit;
 mod literal;
 mod undo;
@@ -67,6 +67,20 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     let plan = plan(&files, existing.as_ref(), &args.env);
     output::stdout(&listing(&files, &plan));
 
+    // Said before it happens: a dry run of the configs still writes the lockfile.
+    let to_lock = plan
+        .jobs
+        .values()
+        .filter(|j| matches!(j.action, Action::Lock))
+        .count();
+    if !args.write && to_lock > 0 {
+        output::info(&format!(
+            "{} locking {to_lock} server{} into `{}` now; the client configs are not changed without `--write`",
+            paint(style::BOLD, "note:"),
+            if to_lock == 1 { "" } else { "s" },
+            lockfile.display()
+        ));
+    }
     // Lock each server once, as `mcpsum lock` does; a failure leaves its entries as they are.
     let mut locked = BTreeSet::new();
     for job in plan.jobs.values() {
@@ -77,6 +91,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
             Action::Lock => {
                 let lock_args = LockArgs {
                     name: job.name.clone(),
+                    all: false,
                     env: job.env.clone(),
                     sandbox: None,
                     timeout_secs: args.timeout_secs,
