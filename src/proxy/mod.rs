@@ -100,7 +100,8 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let session = crate::session::current();
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
 
-    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true);
+    let launch =
+        crate::launch::launch_for(&opts.name, &entry, &path, true, crate::pin::Check::Quick)?;
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,

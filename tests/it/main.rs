@@ -21,6 +21,8 @@ mod golden;
 mod hostile;
 mod import;
 mod lock;
+#[cfg(target_os = "linux")]
+mod pin;
 mod progress;
 mod proxy;
 mod real;
