@@ -35,10 +35,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
     };
     // A pinned server runs from its install, which the sandbox must let it read.
     let launch = super::launch_for(&args.name, entry, &path, false, crate::pin::Check::Full)?;
-    let spec = launch.sandbox.clone().unwrap_or(crate::sandboxing::SandboxSpec {
-        policy: policy.clone(),
-        lockfile: path.clone(),
-    });
+    let spec = launch
+        .sandbox
+        .clone()
+        .unwrap_or(crate::sandboxing::SandboxSpec {
+            policy: policy.clone(),
+            lockfile: path.clone(),
+        });
     let env = crate::mcp::process::server_env(&entry.env_passthrough);
     let (req, protected) = crate::sandboxing::request(&args.name, &launch.argv, &spec, env)
         .map_err(|e| Error::new(e).hint("fix `policy.sandbox` in the lockfile"))?;

@@ -222,7 +222,10 @@ fn push_code(s: &mut String, e: &Entry) {
             .as_deref()
             .map(|p| format!(", Python {}", sanitize_line(p)))
             .unwrap_or_default(),
-        e.digests.artifacts.map(|d| d.to_string()).unwrap_or_default()
+        e.digests
+            .artifacts
+            .map(|d| d.to_string())
+            .unwrap_or_default()
     ));
     if let Some(runs) = pinned_argv(e) {
         s.push_str(&format!("  runs         {}\n", sanitize_line(&runs)));

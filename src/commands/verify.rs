@@ -71,8 +71,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     let mut tasks = Vec::new();
     for name in &names {
         let entry = lock.servers[name].clone();
-        let launch = match super::launch_for(name, &entry, &path, false, crate::pin::Check::Full)
-        {
+        let launch = match super::launch_for(name, &entry, &path, false, crate::pin::Check::Full) {
             Ok(launch) => launch,
             Err(e) => {
                 tasks.push(tokio::spawn(async move { Outcome::Failed(e) }));

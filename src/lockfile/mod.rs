@@ -1223,7 +1223,9 @@ pub fn valid_package_name(installer: Installer, name: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c) || extra.contains(c))
     };
     match installer {
-        Installer::Uv => plain(name, b"") && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric(),
+        Installer::Uv => {
+            plain(name, b"") && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
+        }
         Installer::Npm => match name.strip_prefix('@') {
             Some(scoped) => scoped
                 .split_once('/')
@@ -1254,7 +1256,8 @@ pub fn valid_package_version(v: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && b[0].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b".+!_-".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b".+!_-".contains(c))
 }
 
 /// `uv`: `sha256:` and 64 lowercase hex digits; `npm`: `sha512-` and 88 characters of base64.

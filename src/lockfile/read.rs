@@ -428,9 +428,12 @@ fn validate_artifacts<I>(name: &str, entry: &Entry<I>, problems: &mut Vec<String
             "{}: a `uv` closure must record the `python` it was resolved for",
             at("artifacts")
         )),
-        (super::Installer::Uv, Some(v), _) if !super::valid_python_version(v) => problems.push(
-            format!("{}: `{v}` is not a `major.minor` version", at("artifacts.python")),
-        ),
+        (super::Installer::Uv, Some(v), _) if !super::valid_python_version(v) => {
+            problems.push(format!(
+                "{}: `{v}` is not a `major.minor` version",
+                at("artifacts.python")
+            ))
+        }
         (super::Installer::Uv, _, Some(_)) => problems.push(format!(
             "{}: a `uv` closure has no `node`",
             at("artifacts.node")
@@ -516,7 +519,9 @@ fn validate_artifacts<I>(name: &str, entry: &Entry<I>, problems: &mut Vec<String
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!@/._-".contains(&b))
             {
-                problems.push(format!("{here}: `{word}` is not valid in `os`, `cpu` or `optionalPeers`"));
+                problems.push(format!(
+                    "{here}: `{word}` is not valid in `os`, `cpu` or `optionalPeers`"
+                ));
             }
         }
     }
@@ -882,7 +887,7 @@ mod tests {
         );
         refused.extend([
             GOLDEN.replacen("\"envPassthrough\"", "\"extra\": 1, \"envPassthrough\"", 1),
-            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 3", 1),
+            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 4", 1),
             GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 2.0", 1),
             format!("{GOLDEN} {{}}"),
             GOLDEN[..GOLDEN.len() / 2].to_owned(),

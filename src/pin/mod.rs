@@ -58,8 +58,10 @@ pub fn cache_root() -> Result<PathBuf> {
     crate::paths::home_dir()
         .map(|h| h.join(".cache/mcpsum"))
         .ok_or_else(|| {
-            Error::new("cannot find the cache directory: neither `XDG_CACHE_HOME` nor `HOME` is set")
-                .hint("set `XDG_CACHE_HOME`; mcpsum keeps pinned installs in `$XDG_CACHE_HOME/mcpsum`")
+            Error::new(
+                "cannot find the cache directory: neither `XDG_CACHE_HOME` nor `HOME` is set",
+            )
+            .hint("set `XDG_CACHE_HOME`; mcpsum keeps pinned installs in `$XDG_CACHE_HOME/mcpsum`")
         })
 }
 
@@ -164,13 +166,11 @@ fn venv_home(dir: &Path) -> Option<PathBuf> {
         (k.trim() == "home").then(|| PathBuf::from(v.trim()))
     })?;
     let real = fs_err::canonicalize(&home).unwrap_or(home);
-    Some(
-        if real.file_name().is_some_and(|n| n == "bin") {
-            real.parent().map(Path::to_path_buf).unwrap_or(real)
-        } else {
-            real
-        },
-    )
+    Some(if real.file_name().is_some_and(|n| n == "bin") {
+        real.parent().map(Path::to_path_buf).unwrap_or(real)
+    } else {
+        real
+    })
 }
 
 /// The install of `artifacts`, made when missing (or unfinished), checked as `check` says.
@@ -228,8 +228,11 @@ fn make(name: &str, program: &str, artifacts: &Artifacts, dir: &Path) -> Result<
     if dir.exists() {
         make_writable(dir);
         fs_err::remove_dir_all(dir).map_err(|e| {
-            Error::new(format!("cannot remove the unfinished install `{}`", dir.display()))
-                .cause(e)
+            Error::new(format!(
+                "cannot remove the unfinished install `{}`",
+                dir.display()
+            ))
+            .cause(e)
         })?;
     }
     let made = match artifacts.installer {
@@ -249,9 +252,8 @@ fn make(name: &str, program: &str, artifacts: &Artifacts, dir: &Path) -> Result<
         .details(e.detail_lines().to_vec())
         .hint(hint));
     }
-    let files = hash_tree(dir).map_err(|e| {
-        Error::new(format!("cannot read the install `{}`", dir.display())).cause(e)
-    })?;
+    let files = hash_tree(dir)
+        .map_err(|e| Error::new(format!("cannot read the install `{}`", dir.display())).cause(e))?;
     let manifest = Manifest {
         artifacts: artifacts.digest().to_string(),
         files,
@@ -372,9 +374,8 @@ fn hash_tree(dir: &Path) -> std::io::Result<BTreeMap<String, String>> {
 /// Re-hashes every file of the install and refuses any difference, naming the packages whose
 /// files changed.
 fn verify_files(name: &str, dir: &Path, manifest: &Manifest) -> Result<()> {
-    let now = hash_tree(dir).map_err(|e| {
-        Error::new(format!("cannot read the install `{}`", dir.display())).cause(e)
-    })?;
+    let now = hash_tree(dir)
+        .map_err(|e| Error::new(format!("cannot read the install `{}`", dir.display())).cause(e))?;
     let mut changed = Vec::new();
     for (path, digest) in &manifest.files {
         match now.get(path) {
@@ -575,11 +576,19 @@ mod tests {
     fn closure_changes_read_like_a_lockfile_diff() {
         let old = closure(
             "3.11",
-            &[("old-dep", "1", "a"), ("pydantic", "2.12.3", "b"), ("same", "1", "c")],
+            &[
+                ("old-dep", "1", "a"),
+                ("pydantic", "2.12.3", "b"),
+                ("same", "1", "c"),
+            ],
         );
         let new = closure(
             "3.11",
-            &[("new-dep", "1.0.0", "d"), ("pydantic", "2.12.4", "e"), ("same", "1", "c")],
+            &[
+                ("new-dep", "1.0.0", "d"),
+                ("pydantic", "2.12.4", "e"),
+                ("same", "1", "c"),
+            ],
         );
         assert_eq!(
             changes(Some(&old), Some(&new)),
@@ -588,7 +597,10 @@ mod tests {
         assert!(changes(Some(&old), Some(&old)).is_empty());
         let rehashed = closure("3.12", &[("same", "1", "x")]);
         assert_eq!(
-            changes(Some(&closure("3.11", &[("same", "1", "c")])), Some(&rehashed)),
+            changes(
+                Some(&closure("3.11", &[("same", "1", "c")])),
+                Some(&rehashed)
+            ),
             ["~ python 3.11 → 3.12", "~ same 1 (hash c → x)"]
         );
         assert_eq!(changes(None, Some(&rehashed)), ["+ same 1"]);
@@ -599,11 +611,17 @@ mod tests {
         let mut owners = BTreeMap::new();
         owners.insert("lib/p/site-packages/m/a.py".to_owned(), "`m 1`".to_owned());
         assert_eq!(
-            owner_of(&owners, "lib/p/site-packages/m/__pycache__/a.cpython-311.pyc")
-                .map(String::as_str),
+            owner_of(
+                &owners,
+                "lib/p/site-packages/m/__pycache__/a.cpython-311.pyc"
+            )
+            .map(String::as_str),
             Some("`m 1`")
         );
         assert_eq!(owner_of(&owners, "bin/python"), None);
-        assert_eq!(normalize_rel(Path::new("lib/p/site-packages/../../../bin/x")), "bin/x");
+        assert_eq!(
+            normalize_rel(Path::new("lib/p/site-packages/../../../bin/x")),
+            "bin/x"
+        );
     }
 }

@@ -151,13 +151,16 @@ fn requirement_name(req: &str) -> Option<String> {
     {
         return None;
     }
-    let end = req.find(['[', '=', '<', '>', '!', '~']).unwrap_or(req.len());
+    let end = req
+        .find(['[', '=', '<', '>', '!', '~'])
+        .unwrap_or(req.len());
     let name = &req[..end];
     let b = name.as_bytes();
     let ok = !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c));
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c));
     ok.then(|| name.to_owned())
 }
 

@@ -101,7 +101,11 @@ fn parse_pylock(text: &str) -> std::result::Result<Vec<Locked>, String> {
         .ok_or("no `[[packages]]`")?;
     let mut out = Vec::new();
     for p in packages {
-        let field = |k: &str| p.get(k).and_then(toml_edit::Item::as_str).map(str::to_owned);
+        let field = |k: &str| {
+            p.get(k)
+                .and_then(toml_edit::Item::as_str)
+                .map(str::to_owned)
+        };
         let name = field("name").ok_or("a package without `name`")?;
         let version = field("version").ok_or_else(|| format!("`{name}` has no `version`"))?;
         let mut wheels = Vec::new();

@@ -52,6 +52,12 @@ impl Pin {
             .env("XDG_CACHE_HOME", self.cache())
             .env("UV_CACHE_DIR", self.uv_cache())
             .env("UV_PYTHON_DOWNLOADS", "never");
+        // The machine's trust anchors for the registries (a TLS-inspecting proxy's, say).
+        for var in ["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS"] {
+            if let Some(v) = std::env::var_os(var) {
+                c.env(var, v);
+            }
+        }
         c
     }
 
@@ -103,6 +109,21 @@ impl Pin {
     }
 }
 
+/// Asserts that what the run printed (stdout, where `verify` reports, and stderr) holds every
+/// needle.
+#[track_caller]
+fn printed(r: &Run, needles: &[&str]) {
+    let all = format!("{}\n{}", r.stdout, r.stderr);
+    for n in needles {
+        assert!(
+            all.contains(n),
+            "output lacks {n:?}\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 fn remove_tree(dir: &Path) {
     Command::new("chmod")
         .args(["-R", "u+w"])
@@ -127,12 +148,20 @@ fn independent_resolution(p: &Pin, python: &str) -> BTreeMap<String, (String, Ve
             "--quiet",
         ])
         .env("UV_CACHE_DIR", p.uv_cache())
+        .envs(
+            ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+                .into_iter()
+                .filter_map(|v| Some((v, std::env::var_os(v)?))),
+        )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(format!("{SPEC}\n").as_bytes())?;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("{SPEC}\n").as_bytes())?;
             c.wait_with_output()
         })
         .unwrap();
@@ -144,8 +173,8 @@ fn independent_resolution(p: &Pin, python: &str) -> BTreeMap<String, (String, Ve
         let line = line.trim().trim_end_matches('\\').trim();
         if let Some(h) = line.strip_prefix("--hash=") {
             let name = current.clone().unwrap();
-            map.get_mut(&name)
-                .map(|(_, hs): &mut (String, Vec<String>)| hs.push(h.to_owned()));
+            let entry: &mut (String, Vec<String>) = map.get_mut(&name).unwrap();
+            entry.1.push(h.to_owned());
         } else if let Some((name, version)) = line.split_once("==") {
             let version = version.split(';').next().unwrap().trim().to_owned();
             current = Some(name.to_owned());
@@ -189,9 +218,17 @@ fn uvx_closure_is_resolved_pinned_and_relocked_byte_identical() {
         python.split('.').count() == 2 && python.starts_with("3."),
         "{python}"
     );
-    assert!(e["digests"]["artifacts"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        e["digests"]["artifacts"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
     let packages = a["packages"].as_array().unwrap();
-    let names: Vec<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(names, sorted, "packages sorted by name");
@@ -216,7 +253,13 @@ fn uvx_closure_is_resolved_pinned_and_relocked_byte_identical() {
 
     // The install: content-addressed in the cache, read-only, with the package in it.
     let dir = p.install();
-    assert!(dir.file_name().unwrap().to_str().unwrap().starts_with("uv-"));
+    assert!(
+        dir.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("uv-")
+    );
     let server_py = find_file(&dir, "mcp_server_time/server.py");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&server_py).unwrap().permissions().mode();
@@ -226,8 +269,11 @@ fn uvx_closure_is_resolved_pinned_and_relocked_byte_identical() {
 
     // `show` shows both the command and what runs.
     p.run(&["show", "--name", "time"]).code(0).stdout_has(&[
-        "command      uvx mcp-server-time==2026.10.19",
-        &format!("code         pinned: {} packages (uv, Python {python})", packages.len()),
+        "command      uvx 'mcp-server-time==2026.10.19'",
+        &format!(
+            "code         pinned: {} packages (uv, Python {python})",
+            packages.len()
+        ),
         &format!("runs         {}/bin/mcp-server-time", dir.display()),
         "mcp-server-time 2026.10.19  sha256:",
     ]);
@@ -310,11 +356,20 @@ fn pinned_uvx_server_runs_offline_without_uv_cache_and_without_network() {
     // no index) the server does not start, and the error says why and what to run.
     remove_tree(&p.install());
     let r = p.run_offline(&["verify"]);
-    r.code(2).stderr_has(&[
-        "cannot make the pinned install of server `time` from its recorded hashes",
-        "mcpsum verify --name time",
-    ]);
-    let r = Run::from_output(p.offline_cmd().args(["proxy", "--name", "time"]).output().unwrap());
+    r.code(2);
+    printed(
+        &r,
+        &[
+            "cannot make the pinned install of server `time` from its recorded hashes",
+            "mcpsum verify --name time",
+        ],
+    );
+    let r = Run::from_output(
+        p.offline_cmd()
+            .args(["proxy", "--name", "time"])
+            .output()
+            .unwrap(),
+    );
     assert_ne!(r.code, 0, "{r:#?}");
     r.stderr_has(&["cannot make the pinned install of server `time`"]);
     // Online again, the next start makes it.
@@ -370,14 +425,23 @@ fn changed_file_in_the_install_is_refused_naming_the_package() {
         &["lock", "--name", "time"][..],
         &["proxy", "--name", "time"][..],
     ] {
-        let r = Run::from_output(p.offline_cmd().args(args).output().unwrap());
+        let r = Run::from_output(
+            p.cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
         assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        r.stderr_has(&[
-            "the pinned install of server `time` was changed",
-            "`mcp-server-time 2026.10.19`",
-            "changed: `lib/python",
-            "mcp_server_time/server.py",
-        ]);
+        printed(
+            &r,
+            &[
+                "the pinned install of server `time` was changed",
+                "`mcp-server-time 2026.10.19`",
+                "changed: `lib/python",
+                "mcp_server_time/server.py",
+            ],
+        );
     }
     // Once removed, the next start makes it again from the hashes.
     remove_tree(&dir);
@@ -402,11 +466,14 @@ fn changed_hash_in_the_lock_is_refused_naming_the_package() {
     for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
         let r = p.run(args);
         assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        r.stderr_has(&[
-            "cannot make the pinned install of server `time` from its recorded hashes",
-            "mcp-server-time==2026.10.19",
-            other,
-        ]);
+        printed(
+            &r,
+            &[
+                "cannot make the pinned install of server `time` from its recorded hashes",
+                "mcp-server-time==2026.10.19",
+                other,
+            ],
+        );
     }
 }
 
@@ -443,14 +510,19 @@ fn artifacts_need_lockfile_version_3_and_a_matching_digest() {
     let w = World::new();
     let good = golden_pinned();
     w.write_lock(serde_json::to_vec_pretty(&good).unwrap());
-    w.run(&["show", "--name", "golden-legacy"]).code(0).stdout_has(&[
-        "code         pinned: 2 packages (uv, Python 3.11), sha256:",
-        "anyio 4.16.0  sha256:c66ae634",
-    ]);
+    w.run(&["show", "--name", "golden-legacy"])
+        .code(0)
+        .stdout_has(&[
+            "code         pinned: 2 packages (uv, Python 3.11), sha256:",
+            "anyio 4.16.0  sha256:c66ae634",
+        ]);
     // Not a `uvx` command: the entry cannot run its closure, so it does not start at all.
-    w.run(&["verify"]).code(2).stderr_has(&[
-        "server `golden-legacy` pins `uv` artifacts, but its command is not a `uvx` command",
-    ]);
+    let r = w.run(&["verify"]);
+    r.code(2);
+    printed(
+        &r,
+        &["server `golden-legacy` pins `uv` artifacts, but its command is not a `uvx` command"],
+    );
 
     let refused = |lock: &Value, needles: &[&str]| {
         w.write_lock(serde_json::to_vec_pretty(lock).unwrap());
@@ -462,7 +534,10 @@ fn artifacts_need_lockfile_version_3_and_a_matching_digest() {
     // (this one says so for any version it does not read), and a closure needs version 3.
     let mut v = good.clone();
     v["lockfileVersion"] = json!(4);
-    refused(&v, &["has lockfileVersion 4, which this mcpsum does not read"]);
+    refused(
+        &v,
+        &["has lockfileVersion 4, which this mcpsum does not read"],
+    );
     for version in [1, 2] {
         let mut v = good.clone();
         v["lockfileVersion"] = json!(version);
