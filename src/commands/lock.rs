@@ -114,12 +114,6 @@ pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         .filter(|p| p.command == command)
         .and_then(|p| p.artifacts.as_ref());
     let artifacts = crate::pin::resolve(&args.name, &command, previous_artifacts)?;
-    if artifacts.is_none() && crate::pin::runner::parse(&command).is_some() {
-        output::warn(&format!(
-            "the code of server `{}` is not pinned: mcpsum pins the closures of `uvx` commands; an `npx` server's dependencies are resolved again when it starts",
-            args.name
-        ));
-    }
     let mut launch = super::launch(
         &args.name,
         &command,
@@ -289,10 +283,11 @@ fn report(
             "  code pinned: {} packages ({}{}), installed hash-checked",
             a.packages.len(),
             a.installer,
-            a.python
-                .as_deref()
-                .map(|p| format!(", Python {p}"))
-                .unwrap_or_default()
+            match (&a.python, &a.node) {
+                (Some(p), _) => format!(", Python {p}"),
+                (None, Some(n)) => format!(", Node.js {n}"),
+                (None, None) => String::new(),
+            }
         ));
     }
     if let Some(prev) = previous {

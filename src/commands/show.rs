@@ -207,8 +207,8 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
 fn push_code(s: &mut String, e: &Entry) {
     let Some(a) = &e.artifacts else {
         let why = match crate::pin::runner::parse(&e.command) {
-            None => "not a `uvx` command",
-            Some(Ok(_)) => "an `npx` server's dependencies are resolved when it starts",
+            None => "not a `uvx` or `npx` command",
+            Some(Ok(_)) => "locked before mcpsum pinned code; re-lock it to pin",
             Some(Err(_)) => "its runner options cannot be pinned",
         };
         s.push_str(&format!("  code         not pinned ({why})\n"));
@@ -218,10 +218,11 @@ fn push_code(s: &mut String, e: &Entry) {
         "  code         pinned: {} packages ({}{}), {}\n",
         a.packages.len(),
         a.installer,
-        a.python
-            .as_deref()
-            .map(|p| format!(", Python {}", sanitize_line(p)))
-            .unwrap_or_default(),
+        match (&a.python, &a.node) {
+            (Some(p), _) => format!(", Python {}", sanitize_line(p)),
+            (None, Some(n)) => format!(", Node.js {}", sanitize_line(n)),
+            (None, None) => String::new(),
+        },
         e.digests
             .artifacts
             .map(|d| d.to_string())
@@ -243,13 +244,24 @@ fn push_code(s: &mut String, e: &Entry) {
 /// The argv a pinned entry runs, from its install (whether or not it is made yet).
 fn pinned_argv(e: &Entry) -> Option<String> {
     let a = e.artifacts.as_ref()?;
-    let Some(Ok(crate::pin::runner::Runner::Uv(run))) = crate::pin::runner::parse(&e.command)
-    else {
-        return None;
-    };
     let dir = crate::pin::install_dir(a).ok()?;
-    let mut argv = vec![dir.join("bin").join(&run.script).display().to_string()];
-    argv.extend(run.args);
+    let argv = match crate::pin::runner::parse(&e.command)? {
+        Ok(crate::pin::runner::Runner::Uv(run)) => {
+            let mut argv = vec![dir.join("bin").join(&run.script).display().to_string()];
+            argv.extend(run.args);
+            argv
+        }
+        Ok(crate::pin::runner::Runner::Npm(run)) => {
+            let (top, _) = crate::pin::npm::split_spec(&run.spec)?;
+            let mut argv = vec![
+                "node".to_owned(),
+                format!("{}/node_modules/{top}/…", dir.display()),
+            ];
+            argv.extend(run.args);
+            argv
+        }
+        Err(_) => return None,
+    };
     let made = if crate::pin::is_installed(a) {
         ""
     } else {

@@ -4,6 +4,7 @@
 //! of the user's cache (`$XDG_CACHE_HOME/mcpsum/installs/...`), made once, verified when made
 //! and left read-only. Nothing here runs `uvx` or `npx` themselves.
 
+pub mod npm;
 pub mod runner;
 pub mod uv;
 
@@ -96,12 +97,13 @@ pub fn resolve(
             "cannot pin the code of server `{name}`"
         ))
         .cause(e)
-        .hint("write the command as `uvx [--python V] PACKAGE==VERSION ARGS...` (or `uvx --from PACKAGE==VERSION SCRIPT ARGS...`)")),
+        .hint("write the command as `uvx [--python V] PACKAGE==VERSION ARGS...` (or `uvx --from PACKAGE==VERSION SCRIPT ARGS...`), or `npx -y PACKAGE@VERSION ARGS...`")),
         Some(Ok(Runner::Uv(run))) => uv::resolve(&run, previous)
             .map(Some)
             .map_err(|e| pin_error(name, e)),
-        // npm closures are not pinned yet: today's behaviour, said by `lock` and `show`.
-        Some(Ok(Runner::Npm(_))) => Ok(None),
+        Some(Ok(Runner::Npm(run))) => npm::resolve(&run)
+            .map(Some)
+            .map_err(|e| pin_error(name, e)),
     }
 }
 
@@ -118,7 +120,7 @@ fn pin_error(name: &str, e: Error) -> Error {
 
 /// Whether `command` is a package runner whose closure `lock` pins.
 pub fn pins(command: &[String]) -> bool {
-    matches!(runner::parse(command), Some(Ok(Runner::Uv(_))))
+    matches!(runner::parse(command), Some(Ok(_)))
 }
 
 /// The start of a pinned server: its install (made from the recorded hashes when missing,
@@ -130,32 +132,59 @@ pub fn prepare(
     check: Check,
 ) -> Result<Pinned> {
     let run = match runner::parse(command) {
-        Some(Ok(Runner::Uv(run))) if artifacts.installer == Installer::Uv => run,
+        Some(Ok(run)) if installer_of(&run) == artifacts.installer => run,
         _ => {
             return Err(Error::new(format!(
-                "server `{name}` pins `{}` artifacts, but its command is not a `uvx` command that can run them",
-                artifacts.installer
+                "server `{name}` pins `{}` artifacts, but its command is not a `{}` command that can run them",
+                artifacts.installer,
+                match artifacts.installer {
+                    Installer::Uv => "uvx",
+                    Installer::Npm => "npx",
+                }
             ))
             .hint(format!("re-lock it: `mcpsum lock --name {name}`")));
         }
     };
-    let dir = ensure(name, &run.program, artifacts, check)?;
-    let script = dir.join("bin").join(&run.script);
-    if !script.is_file() {
-        return Err(Error::new(format!(
-            "the pinned install of server `{name}` has no `{}` program",
-            run.script
-        ))
-        .cause(format!("`{}` does not exist", script.display()))
-        .hint("name the console script with `uvx --from PACKAGE==VERSION SCRIPT`, then re-lock"));
-    }
-    let mut argv = vec![script.display().to_string()];
-    argv.extend(run.args.iter().cloned());
+    let dir = ensure(name, &run, artifacts, check)?;
     let mut read = vec![dir.display().to_string()];
-    if let Some(home) = venv_home(&dir) {
-        read.push(home.display().to_string());
-    }
+    let argv = match &run {
+        Runner::Uv(run) => {
+            let script = dir.join("bin").join(&run.script);
+            if !script.is_file() {
+                return Err(Error::new(format!(
+                    "the pinned install of server `{name}` has no `{}` program",
+                    run.script
+                ))
+                .cause(format!("`{}` does not exist", script.display()))
+                .hint("name the console script with `uvx --from PACKAGE==VERSION SCRIPT`, then re-lock"));
+            }
+            if let Some(home) = venv_home(&dir) {
+                read.push(home.display().to_string());
+            }
+            let mut argv = vec![script.display().to_string()];
+            argv.extend(run.args.iter().cloned());
+            argv
+        }
+        Runner::Npm(run) => {
+            let script = npm::entry_script(&dir, run).map_err(|e| pin_error(name, e))?;
+            let node = npm::find_node(&run.program)?;
+            let real = fs_err::canonicalize(&node).unwrap_or_else(|_| node.clone());
+            if let Some(prefix) = real.parent().and_then(Path::parent) {
+                read.push(prefix.display().to_string());
+            }
+            let mut argv = vec![real.display().to_string(), script.display().to_string()];
+            argv.extend(run.args.iter().cloned());
+            argv
+        }
+    };
     Ok(Pinned { argv, read, dir })
+}
+
+fn installer_of(run: &Runner) -> Installer {
+    match run {
+        Runner::Uv(_) => Installer::Uv,
+        Runner::Npm(_) => Installer::Npm,
+    }
 }
 
 /// The interpreter prefix a venv links to (`home` in `pyvenv.cfg` is its `bin/`).
@@ -174,7 +203,7 @@ fn venv_home(dir: &Path) -> Option<PathBuf> {
 }
 
 /// The install of `artifacts`, made when missing (or unfinished), checked as `check` says.
-fn ensure(name: &str, program: &str, artifacts: &Artifacts, check: Check) -> Result<PathBuf> {
+fn ensure(name: &str, run: &Runner, artifacts: &Artifacts, check: Check) -> Result<PathBuf> {
     let dir = install_dir(artifacts)?;
     let digest = artifacts.digest().to_string();
     if let Some((stamped, fingerprint)) = read_stamp(&dir) {
@@ -196,17 +225,17 @@ fn ensure(name: &str, program: &str, artifacts: &Artifacts, check: Check) -> Res
                 ))
                 .hint(remove_hint(&dir))
             })?;
-            verify_files(name, &dir, &manifest)?;
+            verify_files(name, &dir, &manifest, artifacts)?;
         }
         return Ok(dir);
     }
-    make(name, program, artifacts, &dir)?;
+    make(name, run, artifacts, &dir)?;
     Ok(dir)
 }
 
 /// Makes the install under an advisory lock (two starts at once make it once), verifies it
 /// and leaves it read-only.
-fn make(name: &str, program: &str, artifacts: &Artifacts, dir: &Path) -> Result<()> {
+fn make(name: &str, run: &Runner, artifacts: &Artifacts, dir: &Path) -> Result<()> {
     let parent = crate::fsutil::parent_dir(dir);
     fs_err::create_dir_all(&parent).map_err(|e| {
         Error::new(format!("cannot create `{}`", parent.display()))
@@ -235,15 +264,15 @@ fn make(name: &str, program: &str, artifacts: &Artifacts, dir: &Path) -> Result<
             .cause(e)
         })?;
     }
-    let made = match artifacts.installer {
-        Installer::Uv => uv::install(program, artifacts, dir),
-        Installer::Npm => Err(Error::new("npm closures are not installed by this mcpsum")),
+    let made = match run {
+        Runner::Uv(run) => uv::install(&run.program, artifacts, dir),
+        Runner::Npm(run) => npm::install(run, artifacts, dir),
     };
     if let Err(e) = made {
         make_writable(dir);
         let _ = fs_err::remove_dir_all(dir);
         let hint = format!(
-            "the server was not started; once PyPI (or your `UV_INDEX_URL`) is reachable, or uv's cache holds the files, run `mcpsum verify --name {name}` to make the install again, or re-lock with `mcpsum lock --name {name}` if the pinned versions are gone"
+            "the server was not started; once the registry is reachable (PyPI or `UV_INDEX_URL` for uv, `npm config get registry` for npm), or the installer's cache holds the files, run `mcpsum verify --name {name}` to make the install again, or re-lock with `mcpsum lock --name {name}` if the pinned versions are gone"
         );
         return Err(Error::new(format!(
             "cannot make the pinned install of server `{name}` from its recorded hashes"
@@ -373,7 +402,7 @@ fn hash_tree(dir: &Path) -> std::io::Result<BTreeMap<String, String>> {
 
 /// Re-hashes every file of the install and refuses any difference, naming the packages whose
 /// files changed.
-fn verify_files(name: &str, dir: &Path, manifest: &Manifest) -> Result<()> {
+fn verify_files(name: &str, dir: &Path, manifest: &Manifest, artifacts: &Artifacts) -> Result<()> {
     let now = hash_tree(dir)
         .map_err(|e| Error::new(format!("cannot read the install `{}`", dir.display())).cause(e))?;
     let mut changed = Vec::new();
@@ -390,12 +419,16 @@ fn verify_files(name: &str, dir: &Path, manifest: &Manifest) -> Result<()> {
     if changed.is_empty() {
         return Ok(());
     }
-    let owners = file_owners(dir);
+    let owners = match artifacts.installer {
+        Installer::Uv => file_owners(dir),
+        Installer::Npm => BTreeMap::new(),
+    };
     let mut packages: Vec<String> = Vec::new();
     let mut lines = Vec::new();
     for (how, path) in &changed {
         let owner = owner_of(&owners, path)
             .cloned()
+            .or_else(|| npm_owner(artifacts, path))
             .unwrap_or_else(|| "the environment itself".to_owned());
         if !packages.contains(&owner) {
             packages.push(owner.clone());
@@ -453,6 +486,19 @@ fn owner_of<'a>(owners: &'a BTreeMap<String, String>, path: &str) -> Option<&'a 
         let stem = file.split('.').next()?;
         owners.get(&format!("{parent}/{stem}.py"))
     })
+}
+
+/// The npm package whose folder holds `path` (the deepest one).
+fn npm_owner(artifacts: &Artifacts, path: &str) -> Option<String> {
+    if artifacts.installer != Installer::Npm {
+        return None;
+    }
+    artifacts
+        .packages
+        .iter()
+        .filter(|p| path.starts_with(&format!("{}/", p.npm_path())))
+        .max_by_key(|p| p.npm_path().len())
+        .map(|p| format!("`{} {}`", p.name, p.version))
 }
 
 /// `a/b/../c` as `a/c`.

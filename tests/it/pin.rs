@@ -46,12 +46,18 @@ impl Pin {
         self.w.path().join("uv-cache")
     }
 
+    fn npm_cache(&self) -> PathBuf {
+        self.w.path().join("npm-cache")
+    }
+
     fn cmd(&self) -> Command {
         let mut c = self.w.cmd();
         c.env("PATH", self.path_var())
             .env("XDG_CACHE_HOME", self.cache())
             .env("UV_CACHE_DIR", self.uv_cache())
-            .env("UV_PYTHON_DOWNLOADS", "never");
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("npm_config_cache", self.npm_cache())
+            .env("npm_config_update_notifier", "false");
         // The machine's trust anchors for the registries (a TLS-inspecting proxy's, say).
         for var in ["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS"] {
             if let Some(v) = std::env::var_os(var) {
@@ -68,7 +74,8 @@ impl Pin {
         c.env("UV_INDEX_URL", "http://127.0.0.1:9/simple")
             .env("UV_DEFAULT_INDEX", "http://127.0.0.1:9/simple")
             .env("UV_OFFLINE", "1")
-            .env("npm_config_registry", "http://127.0.0.1:9/");
+            .env("npm_config_registry", "http://127.0.0.1:9/")
+            .env("npm_config_offline", "true");
         c
     }
 
@@ -98,6 +105,10 @@ impl Pin {
             .collect();
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         dirs[0].clone()
+    }
+
+    fn remove_npm_cache(&self) {
+        let _ = std::fs::remove_dir_all(self.npm_cache());
     }
 
     fn remove_uv_cache(&self) {
@@ -583,4 +594,190 @@ fn artifacts_need_lockfile_version_3_and_a_matching_digest() {
         });
         refused(&v, &[needle]);
     }
+}
+
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// `npm install --package-lock-only`, independently: (path, name, version, integrity).
+fn independent_npm_resolution(p: &Pin) -> Vec<(String, String, String)> {
+    let dir = p.w.path().join("independent");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        json!({"name": "x", "version": "0.0.0", "private": true,
+               "dependencies": {"@modelcontextprotocol/server-everything": "2026.8.31"}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new("npm")
+        .args([
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+        ])
+        .env("npm_config_cache", p.npm_cache())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("package-lock.json")).unwrap()).unwrap();
+    let mut out: Vec<(String, String, String)> = lock["packages"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| {
+            (
+                k.rsplit("node_modules/").next().unwrap().to_owned(),
+                v["version"].as_str().unwrap().to_owned(),
+                v["integrity"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn npx_closure_is_pinned_by_integrity_and_runs_offline_and_refuses_changes() {
+    let Some(p) = Pin::new() else { return };
+    if which_node().is_none() {
+        assert!(!support::real_servers_required(), "no `node` on PATH");
+        return eprintln!("skipping: no `node` on PATH");
+    }
+    let lock_args = [
+        "lock",
+        "--name",
+        "everything",
+        "--era",
+        "legacy",
+        "--",
+        "npx",
+        "-y",
+        EVERYTHING,
+        "stdio",
+    ];
+    p.run(&lock_args).code(0).stderr_has(&[
+        "locked `everything`",
+        "code pinned:",
+        "(npm, Node.js ",
+    ]);
+    let lock = p.w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 3);
+    let a = &lock["servers"]["everything"]["artifacts"];
+    assert_eq!(a["installer"], "npm");
+    assert!(
+        a["node"]
+            .as_str()
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_digit()),
+        "{a}"
+    );
+    let mut recorded: Vec<(String, String, String)> = a["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert!(p["hash"].as_str().unwrap().starts_with("sha512-"), "{p}");
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["version"].as_str().unwrap().to_owned(),
+                p["hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let names: Vec<&String> = recorded.iter().map(|r| &r.0).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "packages sorted by name");
+    recorded.sort();
+    assert_eq!(recorded, independent_npm_resolution(&p));
+
+    let before = p.w.lock_bytes();
+    p.run(&["lock", "--name", "everything"])
+        .code(0)
+        .stderr_has(&["unchanged since the previous lock"]);
+    assert_eq!(p.w.lock_bytes(), before, "re-lock is byte-identical");
+
+    // No npm cache and no registry: the install is all it needs.
+    p.remove_npm_cache();
+    p.run_offline(&["verify"])
+        .code(0)
+        .stdout_has(&["ok everything: clean"]);
+    let mut cmd = p.offline_cmd();
+    cmd.args(["proxy", "--name", "everything"]);
+    let mut s = crate::sandbox::Session::start(cmd, p.w.path().join("proxy.stderr"));
+    let r = s.request(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "pinned"}}),
+    );
+    assert!(r.to_string().contains("pinned"), "{r}\n{}", s.stderr());
+    drop(s);
+
+    // A changed file in the install is refused, naming the package.
+    let dir = p.install();
+    let index = find_file(
+        &dir,
+        "node_modules/@modelcontextprotocol/server-everything/package.json",
+    );
+    Command::new("chmod")
+        .arg("u+w")
+        .arg(&index)
+        .status()
+        .unwrap();
+    let mut text = std::fs::read_to_string(&index).unwrap();
+    text.push(' ');
+    std::fs::write(&index, text).unwrap();
+    for args in [&["verify"][..], &["proxy", "--name", "everything"][..]] {
+        let r = Run::from_output(
+            p.offline_cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "the pinned install of server `everything` was changed",
+                "`@modelcontextprotocol/server-everything 2026.8.31`",
+            ],
+        );
+    }
+    remove_tree(&dir);
+
+    // A changed integrity in the lock: `npm ci` refuses the tarball.
+    let mut lock = p.w.lock_json();
+    rewrite_artifacts(&mut lock, "everything", |a| {
+        for pkg in a["packages"].as_array_mut().unwrap() {
+            if pkg["name"] == "@modelcontextprotocol/server-everything" {
+                pkg["hash"] = json!(format!("sha512-{}==", "A".repeat(86)));
+            }
+        }
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
+    let r = p.run(&["verify"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    printed(
+        &r,
+        &[
+            "cannot make the pinned install of server `everything`",
+            "EINTEGRITY",
+        ],
+    );
+}
+
+fn which_node() -> Option<PathBuf> {
+    std::env::split_paths(&support::child_path())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
 }
