@@ -339,7 +339,9 @@ fn fingerprint_of(dir: &Path) -> std::io::Result<String> {
             if rel.as_os_str() == STAMP {
                 continue;
             }
-            let m = fs_err::symlink_metadata(&path)?;
+            // `DirEntry::metadata` stats relative to the open directory and does not follow
+            // a link: one `statx` per file.
+            let m = e.metadata()?;
             entries.push((
                 rel.to_string_lossy().into_owned(),
                 m.ino(),
