@@ -299,7 +299,34 @@ fn uvx_closure_is_resolved_pinned_and_relocked_byte_identical() {
         .stderr_has(&["unchanged since the previous lock"]);
     assert_eq!(
         String::from_utf8(p.w.lock_bytes()).unwrap(),
-        String::from_utf8(before).unwrap()
+        String::from_utf8(before.clone()).unwrap()
+    );
+
+    // A re-lock that resolves otherwise than the lock says shows it as a lockfile diff reads.
+    let mut edited = p.w.lock_json();
+    rewrite_artifacts(&mut edited, "time", |a| {
+        let packages = a["packages"].as_array_mut().unwrap();
+        packages.retain(|p| p["name"] != "attrs");
+        for pkg in packages.iter_mut() {
+            if pkg["name"] == "anyio" {
+                pkg["version"] = json!("4.15.0");
+            }
+        }
+        packages.push(json!({"name": "zz-old-dep", "version": "1.0.0",
+            "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}));
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&edited).unwrap());
+    p.run(&["lock", "--name", "time"]).code(0).stderr_has(&[
+        "code changes against the previous lock:",
+        "~ anyio 4.15.0 → 4.16.0",
+        "+ attrs 26.1.0",
+        "- zz-old-dep",
+        "surface unchanged since the previous lock",
+    ]);
+    assert_eq!(
+        p.w.lock_bytes(),
+        before,
+        "the resolution is written back as it was"
     );
 }
 
