@@ -48,7 +48,7 @@ pub enum Color {
 pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
-        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
+        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
     /// Compare each server's live surface with the lockfile.
