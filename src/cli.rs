@@ -49,7 +49,7 @@ pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
         override_usage = "mcpsum lock [OPTIONS] --name <NAME> [-- <COMMAND>...]\n       mcpsum lock [OPTIONS] --all",
-        after_help = "Examples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
+        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
     /// Remove servers from the lockfile.

@@ -30,21 +30,48 @@ pub fn unknown_server<I>(lock: &Lockfile<I>, path: &Path, name: &str) -> Error {
     }
 }
 
-/// How to start a locked entry.
+/// How to start a locked entry: an entry that pins `artifacts` runs from its pinned install
+/// (made from the recorded hashes when missing, checked as `check` says), never from `command`
+/// as a package runner would resolve it today.
 pub fn launch_for(
     name: &str,
     entry: &ServerEntry,
     lockfile: &Path,
     forward_stderr: bool,
-) -> Launch {
-    launch(
+    check: crate::pin::Check,
+) -> Result<Launch> {
+    let mut l = launch(
         name,
         &entry.command,
         &entry.env_passthrough,
         entry.sandbox(),
         lockfile,
         forward_stderr,
-    )
+    );
+    if let Some(artifacts) = &entry.artifacts {
+        pin_launch(&mut l, &entry.command, artifacts, check)?;
+    }
+    Ok(l)
+}
+
+/// Points `l` at the pinned install of `artifacts`: its argv runs the server from there, and a
+/// sandbox may read the install (read-only) and the interpreter it links to.
+pub fn pin_launch(
+    l: &mut Launch,
+    command: &[String],
+    artifacts: &crate::lockfile::Artifacts,
+    check: crate::pin::Check,
+) -> Result<()> {
+    let pinned = crate::pin::prepare(&l.server, command, artifacts, check)?;
+    l.argv = pinned.argv;
+    if let Some(spec) = &mut l.sandbox {
+        for path in pinned.read {
+            if !spec.policy.filesystem.read.contains(&path) {
+                spec.policy.filesystem.read.push(path);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How to start a server from its parts (a new entry has no `ServerEntry` yet).

@@ -18,6 +18,7 @@ pub mod lockfile;
 pub mod mcp;
 pub mod output;
 pub mod paths;
+pub mod pin;
 pub mod progress;
 pub mod protocol;
 // The proxy is being redesigned; it follows `clippy.toml`'s `fs-err` rule once that lands.

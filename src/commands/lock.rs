@@ -188,7 +188,14 @@ async fn lock_one(
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 
-    let launch = super::launch(
+    // The code a package runner runs: its whole closure, resolved as the runner would resolve
+    // it here, pinned, installed hash-checked, and the server read from that install.
+    let previous_artifacts = previous
+        .as_ref()
+        .filter(|p| p.command == command)
+        .and_then(|p| p.artifacts.as_ref());
+    let artifacts = crate::pin::resolve(&args.name, &command, previous_artifacts)?;
+    let mut launch = super::launch(
         &args.name,
         &command,
         &env,
@@ -197,6 +204,9 @@ async fn lock_one(
         // `-v` shows the server's stderr as it comes (a slow download, a crash).
         output::verbose(),
     );
+    if let Some(a) = &artifacts {
+        super::pin_launch(&mut launch, &command, a, crate::pin::Check::Full)?;
+    }
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {
         output::warn(&format!(
@@ -251,11 +261,13 @@ async fn lock_one(
         .then(|| legacy_versions_listed(&surface))
         .flatten();
 
-    let mut entry = ServerEntry::from_surface(command, env, surface, policy).map_err(|e| {
-        Error::new(format!("cannot lock server `{}`", args.name))
-            .cause(e)
-            .hint("mcpsum never pins a partial or ambiguous surface; fix the server or report it to its authors")
-    })?;
+    let mut entry = ServerEntry::from_surface(command, env, surface, policy)
+        .map_err(|e| {
+            Error::new(format!("cannot lock server `{}`", args.name))
+                .cause(e)
+                .hint("mcpsum never pins a partial or ambiguous surface; fix the server or report it to its authors")
+        })?
+        .with_artifacts(artifacts);
     let dropped = lockfile::prune_policy(&mut entry);
 
     // Read-modify-write under the advisory lock, on a fresh read.
@@ -346,11 +358,32 @@ fn report(
         output::sanitize_line(&entry.protocol_version),
         super::show::server_label(info),
     ));
-    if let Some(prev) = previous {
-        match drift::compare(prev, &entry.surface()) {
-            Ok(d) if d.class() == drift::Class::Clean => {
-                output::info("  unchanged since the previous lock")
+    if let Some(a) = &entry.artifacts {
+        output::info(&format!(
+            "  code pinned: {} packages ({}{}), installed hash-checked",
+            a.packages.len(),
+            a.installer,
+            match (&a.python, &a.node) {
+                (Some(p), _) => format!(", Python {p}"),
+                (None, Some(n)) => format!(", Node.js {n}"),
+                (None, None) => String::new(),
             }
+        ));
+    }
+    if let Some(prev) = previous {
+        let code = crate::pin::changes(prev.artifacts.as_ref(), entry.artifacts.as_ref());
+        if !code.is_empty() {
+            output::info("  code changes against the previous lock:");
+            for line in &code {
+                output::info(&format!("    {}", output::sanitize_line(line)));
+            }
+        }
+        match drift::compare(prev, &entry.surface()) {
+            Ok(d) if d.class() == drift::Class::Clean => output::info(if code.is_empty() {
+                "  unchanged since the previous lock"
+            } else {
+                "  surface unchanged since the previous lock"
+            }),
             Ok(d) => {
                 output::info("  changes against the previous lock:");
                 output::info(drift::render(&d, "    ").trim_end());

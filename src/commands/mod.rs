@@ -16,7 +16,7 @@ pub mod verify;
 
 use std::time::Duration;
 
-pub use crate::launch::{entry, launch, launch_for, server_error, unknown_server};
+pub use crate::launch::{entry, launch, launch_for, pin_launch, server_error, unknown_server};
 use crate::mcp::client::Options;
 use crate::mcp::framing::DEFAULT_MAX_MESSAGE;
 

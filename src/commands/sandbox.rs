@@ -33,12 +33,17 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs
                 .hint("add one (see `mcpsum lock --sandbox FILE`), then run this again"),
         );
     };
-    let spec = crate::sandboxing::SandboxSpec {
-        policy: policy.clone(),
-        lockfile: path.clone(),
-    };
+    // A pinned server runs from its install, which the sandbox must let it read.
+    let launch = super::launch_for(&args.name, entry, &path, false, crate::pin::Check::Full)?;
+    let spec = launch
+        .sandbox
+        .clone()
+        .unwrap_or(crate::sandboxing::SandboxSpec {
+            policy: policy.clone(),
+            lockfile: path.clone(),
+        });
     let env = crate::mcp::process::server_env(&entry.env_passthrough);
-    let (req, protected) = crate::sandboxing::request(&args.name, &entry.command, &spec, env)
+    let (req, protected) = crate::sandboxing::request(&args.name, &launch.argv, &spec, env)
         .map_err(|e| Error::new(e).hint("fix `policy.sandbox` in the lockfile"))?;
 
     let egress = if policy.network.allow.is_empty() {

@@ -106,6 +106,7 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
         "  command      {}\n",
         sanitize_line(&shell_words(&e.command))
     ));
+    push_code(s, e);
     s.push_str(&format!(
         "  env          {}\n",
         if e.env_passthrough.is_empty() {
@@ -208,6 +209,74 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
     }
 }
 
+/// What code the entry runs: its pinned closure and the install the server starts from, or
+/// that it is not pinned.
+fn push_code(s: &mut String, e: &Entry) {
+    let Some(a) = &e.artifacts else {
+        let why = match crate::pin::runner::parse(&e.command) {
+            None => "not a `uvx` or `npx` command",
+            Some(Ok(_)) => "locked before mcpsum pinned code; re-lock it to pin",
+            Some(Err(_)) => "its runner options cannot be pinned",
+        };
+        s.push_str(&format!("  code         not pinned ({why})\n"));
+        return;
+    };
+    s.push_str(&format!(
+        "  code         pinned: {} packages ({}{}), {}\n",
+        a.packages.len(),
+        a.installer,
+        match (&a.python, &a.node) {
+            (Some(p), _) => format!(", Python {}", sanitize_line(p)),
+            (None, Some(n)) => format!(", Node.js {}", sanitize_line(n)),
+            (None, None) => String::new(),
+        },
+        e.digests
+            .artifacts
+            .map(|d| d.to_string())
+            .unwrap_or_default()
+    ));
+    if let Some(runs) = pinned_argv(e) {
+        s.push_str(&format!("  runs         {}\n", sanitize_line(&runs)));
+    }
+    for p in &a.packages {
+        s.push_str(&format!(
+            "    {} {}  {}\n",
+            sanitize_line(&p.name),
+            sanitize_line(&p.version),
+            paint_stdout(style::DIM, sanitize_line(&p.hash))
+        ));
+    }
+}
+
+/// The argv a pinned entry runs, from its install (whether or not it is made yet).
+fn pinned_argv(e: &Entry) -> Option<String> {
+    let a = e.artifacts.as_ref()?;
+    let dir = crate::pin::install_dir(a).ok()?;
+    let argv = match crate::pin::runner::parse(&e.command)? {
+        Ok(crate::pin::runner::Runner::Uv(run)) => {
+            let mut argv = vec![dir.join("bin").join(&run.script).display().to_string()];
+            argv.extend(run.args);
+            argv
+        }
+        Ok(crate::pin::runner::Runner::Npm(run)) => {
+            let (top, _) = crate::pin::npm::split_spec(&run.spec)?;
+            let mut argv = vec![
+                "node".to_owned(),
+                format!("{}/node_modules/{top}/…", dir.display()),
+            ];
+            argv.extend(run.args);
+            argv
+        }
+        Err(_) => return None,
+    };
+    let made = if crate::pin::is_installed(a) {
+        ""
+    } else {
+        " (not installed here yet: made from the recorded hashes at the first start)"
+    };
+    Some(format!("{}{made}", shell_words(&argv)))
+}
+
 /// A list from the file for one line of the terminal (sanitized), or `none`.
 fn or_none(v: &[String]) -> String {
     if v.is_empty() {
@@ -267,6 +336,8 @@ impl Serialize for JsonServers<'_> {
 #[serde(rename_all = "camelCase")]
 struct JsonEntry<'a> {
     command: &'a [String],
+    /// The pinned closure, if any (`null`: the code is not pinned).
+    artifacts: Option<&'a lockfile::Artifacts>,
     env_passthrough: &'a [String],
     era: &'static str,
     protocol_version: &'a str,
@@ -306,6 +377,7 @@ impl<'a> JsonEntry<'a> {
         };
         Self {
             command: &e.command,
+            artifacts: e.artifacts.as_ref(),
             env_passthrough: &e.env_passthrough,
             era: match e.era() {
                 lockfile::Era::Legacy => "legacy",

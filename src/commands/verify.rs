@@ -71,7 +71,19 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
     let mut tasks = Vec::new();
     for name in &names {
         let entry = lock.servers[name].clone();
-        let launch = super::launch_for(name, &entry, &path, output::verbose());
+        let launch = match super::launch_for(
+            name,
+            &entry,
+            &path,
+            output::verbose(),
+            crate::pin::Check::Full,
+        ) {
+            Ok(launch) => launch,
+            Err(e) => {
+                tasks.push(tokio::spawn(async move { Outcome::Failed(e) }));
+                continue;
+            }
+        };
         let opts = super::options(
             args.timeout_secs,
             progress.server(name, &super::show::shell_words(&entry.command)),

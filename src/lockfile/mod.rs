@@ -27,7 +27,7 @@ pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, refuse_symlink, to_bytes, write_atomic};
 
 /// The versions of the format this build reads.
-pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
+pub const SUPPORTED_VERSIONS: [u32; 3] = [1, 2, 3];
 
 /// At most this many items of one kind are locked; a server listing more makes `lock` fail.
 pub const MAX_ITEMS_PER_KIND: usize = 1000;
@@ -40,7 +40,7 @@ pub const MAX_ITEMS_PER_KIND: usize = 1000;
     bound(serialize = "I: Serialize", deserialize = "I: LockedItem")
 )]
 pub struct Lockfile<I = Value> {
-    /// 1 or 2; recomputed on write (2 only while an entry needs it).
+    /// 1, 2 or 3; recomputed on write (the lowest that can hold every entry).
     pub lockfile_version: u32,
     /// The mcpsum that wrote the file. Informational.
     pub generator: String,
@@ -72,9 +72,12 @@ pub fn generator() -> String {
 }
 
 impl<I> Lockfile<I> {
-    /// The version this file must be written as: 2 while any entry is a 2026-07-28 entry.
+    /// The version this file must be written as: 3 while any entry pins `artifacts`, else 2
+    /// while any entry is a 2026-07-28 entry.
     pub fn required_version(&self) -> u32 {
-        if self
+        if self.servers.values().any(|e| e.artifacts.is_some()) {
+            3
+        } else if self
             .servers
             .values()
             .any(|e| e.supported_versions.is_some())
@@ -144,6 +147,9 @@ pub struct Entry<I> {
     pub command: Vec<String>,
     /// Names of environment variables passed to the server. Values are never stored.
     pub env_passthrough: Vec<String>,
+    /// Only for a package-runner command (`uvx`, `npx`): the code it runs, pinned (version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Artifacts>,
     /// The protocol version spoken with the server.
     pub protocol_version: String,
     /// Only for a 2026-07-28 entry: the versions the server listed in `server/discover`.
@@ -180,6 +186,9 @@ pub struct Entry<I> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Digests {
+    /// Only with `artifacts`: the digest of their canonical form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Sha256Digest>,
     /// Digest of the canonical form of this object without `surface`.
     pub surface: Sha256Digest,
     /// Digest of the canonical instructions string, or `null`.
@@ -192,6 +201,99 @@ pub struct Digests {
     pub resources: DigestMap,
     /// Per resource template URI template.
     pub resource_templates: DigestMap,
+}
+
+/// `artifacts`: the dependency closure a package-runner command runs, resolved at lock time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Artifacts {
+    /// Which installer resolved and installs the closure.
+    pub installer: Installer,
+    /// `uv` only: the Python version (`major.minor`) the closure was resolved for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// `npm` only: the Node.js major version the closure was resolved with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Every package of the closure, sorted by name.
+    pub packages: Vec<ArtifactPackage>,
+}
+
+impl Artifacts {
+    /// The digest of the canonical form, recorded in `digests.artifacts`.
+    pub fn digest(&self) -> Sha256Digest {
+        // Plain data: serializing it into a `Value` cannot fail.
+        Sha256Digest::of_json(&serde_json::to_value(self).unwrap_or_default())
+    }
+}
+
+/// `artifacts.installer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Installer {
+    /// `uvx` / `uv tool run`: hashes are `sha256:<hex>` of the exact file installed.
+    Uv,
+    /// `npx` / `npm exec`: hashes are the registry's SRI `sha512-<base64>` integrity.
+    Npm,
+}
+
+impl fmt::Display for Installer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Installer::Uv => "uv",
+            Installer::Npm => "npm",
+        })
+    }
+}
+
+/// One package of `artifacts.packages`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArtifactPackage {
+    /// The name as the registry spells it.
+    pub name: String,
+    /// The exact version.
+    pub version: String,
+    /// The hash of the exact file installed.
+    pub hash: String,
+    /// npm only: where it sits, when that is not `node_modules/<name>` (a nested copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// npm only: the package's dependency ranges, which `npm ci` links the tree by.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dependencies: BTreeMap<String, String>,
+    /// npm only: its optional dependency ranges.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub optional_dependencies: BTreeMap<String, String>,
+    /// npm only: its peer dependency ranges.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub peer_dependencies: BTreeMap<String, String>,
+    /// npm only: the peers it can do without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optional_peers: Vec<String>,
+    /// npm only: installed only where it can be (a platform-specific optional package).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// npm only: the operating systems it is for (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<String>,
+    /// npm only: the CPUs it is for (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu: Vec<String>,
+}
+
+impl ArtifactPackage {
+    /// npm: where the package sits in the install (`node_modules/<name>` unless `path` says).
+    pub fn npm_path(&self) -> String {
+        self.path
+            .clone()
+            .unwrap_or_else(|| format!("node_modules/{}", self.name))
+    }
+
+    /// The order of `packages`: by name, then (npm's nested copies) by place.
+    pub fn sort_key(&self) -> (&str, &str) {
+        (&self.name, self.path.as_deref().unwrap_or(""))
+    }
 }
 
 /// `policy`: taint labels and a sandbox.
@@ -647,6 +749,7 @@ impl Digests {
         resource_templates: &[Value],
     ) -> Self {
         let mut d = Digests {
+            artifacts: None,
             surface: Sha256Digest::from_array([0; 32]),
             instructions: instructions.map(Sha256Digest::of_json_str),
             tools: item_digests(Kind::Tool, tools),
@@ -659,12 +762,19 @@ impl Digests {
     }
 
     /// The digest of this object without its `surface` key (SPEC §3): the canonical form of
-    /// `{"instructions": …, "prompts": {…}, "resourceTemplates": {…}, "resources": {…},
-    /// "tools": {…}}`, written member by member into the hash.
+    /// `{"artifacts": …, "instructions": …, "prompts": {…}, "resourceTemplates": {…},
+    /// "resources": {…}, "tools": {…}}` (`artifacts` only when recorded), written member by
+    /// member into the hash.
     pub fn surface_digest(&self) -> Sha256Digest {
         let mut h = crate::canonical::CanonicalHasher::new();
         let mut text = [0u8; 71];
-        h.raw(b"{\"instructions\":");
+        if let Some(d) = &self.artifacts {
+            h.raw(b"{\"artifacts\":\"");
+            h.raw(d.write_text(&mut text).as_bytes());
+            h.raw(b"\",\"instructions\":");
+        } else {
+            h.raw(b"{\"instructions\":");
+        }
         match &self.instructions {
             Some(d) => {
                 h.raw(b"\"");
@@ -749,6 +859,7 @@ impl<I> Entry<I> {
         Entry {
             command: self.command,
             env_passthrough: self.env_passthrough,
+            artifacts: self.artifacts,
             protocol_version: self.protocol_version,
             supported_versions: self.supported_versions,
             server_info: self.server_info,
@@ -821,6 +932,7 @@ impl ServerEntry {
         Ok(Self {
             command,
             env_passthrough,
+            artifacts: None,
             protocol_version,
             supported_versions: match era {
                 Era::Modern => Some(supported_versions.unwrap_or_default()),
@@ -847,6 +959,14 @@ impl ServerEntry {
             .binary_search_by(|i| kind.key_of(i).unwrap_or_default().cmp(key))
             .ok()
             .map(|i| &items[i])
+    }
+
+    /// The entry with `artifacts` pinned (or none), its digests brought up to date.
+    pub fn with_artifacts(mut self, artifacts: Option<Artifacts>) -> Self {
+        self.digests.artifacts = artifacts.as_ref().map(Artifacts::digest);
+        self.digests.surface = self.digests.surface_digest();
+        self.artifacts = artifacts;
+        self
     }
 
     /// The entry's surface, as the proxy serves it and `verify` compares it.
@@ -1080,6 +1200,87 @@ pub fn valid_env_name(name: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// A Python `major.minor` version, as `artifacts.python` holds it.
+pub fn valid_python_version(v: &str) -> bool {
+    let mut parts = v.split('.');
+    let number = |p: Option<&str>| {
+        p.is_some_and(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    number(parts.next()) && number(parts.next()) && parts.next().is_none()
+}
+
+/// A package name as the registry spells it: for PyPI a PEP 508 name, for npm an optional
+/// `@scope/` and a name. Never anything an installer could read as an option or a path.
+pub fn valid_package_name(installer: Installer, name: &str) -> bool {
+    let plain = |n: &str, extra: &[u8]| {
+        let b = n.as_bytes();
+        !b.is_empty()
+            && b.len() <= 214
+            && b[0].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c) || extra.contains(c))
+    };
+    match installer {
+        Installer::Uv => {
+            plain(name, b"") && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
+        }
+        Installer::Npm => match name.strip_prefix('@') {
+            Some(scoped) => scoped
+                .split_once('/')
+                .is_some_and(|(scope, n)| plain(scope, b"~") && plain(n, b"~")),
+            None => plain(name, b"~"),
+        },
+    }
+}
+
+/// Where an npm package sits: `node_modules/` segments, each a package name, ending in `name`.
+pub fn valid_npm_path(path: &str, name: &str) -> bool {
+    let Some(rest) = path.strip_prefix("node_modules/") else {
+        return false;
+    };
+    let mut last = "";
+    for part in rest.split("/node_modules/") {
+        if !valid_package_name(Installer::Npm, part) {
+            return false;
+        }
+        last = part;
+    }
+    last == name
+}
+
+/// An exact version: letters, digits and `.+!_-`, starting with a letter or digit.
+pub fn valid_package_version(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b".+!_-".contains(c))
+}
+
+/// `uv`: `sha256:` and 64 lowercase hex digits; `npm`: `sha512-` and 88 characters of base64.
+pub fn check_package_hash(installer: Installer, hash: &str) -> Result<(), String> {
+    match installer {
+        Installer::Uv => hash.parse::<Sha256Digest>().map(drop),
+        Installer::Npm => {
+            let ok = hash.strip_prefix("sha512-").is_some_and(|b64| {
+                b64.len() == 88
+                    && b64.ends_with("==")
+                    && b64[..86]
+                        .bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+            });
+            if ok {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{hash}` is not an integrity: expected `sha512-` and 88 characters of base64"
+                ))
+            }
+        }
+    }
 }
 
 /// Drops taint labels that name tools the entry no longer has; returns the dropped labels.

@@ -281,7 +281,7 @@ fn parse_reporting(path: &Path, bytes: &[u8]) -> Result<Lockfile> {
             return Err(Error::new(format!(
                 "`{shown}` has lockfileVersion {other}, which this mcpsum does not read"
             ))
-            .cause("this build reads lockfile versions 1 and 2")
+            .cause("this build reads lockfile versions 1, 2 and 3")
             .hint("upgrade mcpsum, or re-create the file with `mcpsum lock`"));
         }
         None => return Err(invalid("missing `lockfileVersion`".into())),
@@ -385,10 +385,146 @@ pub(crate) fn validate<I: LockedItem>(lock: &Lockfile<I>) -> Vec<String> {
             names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
         ));
     }
+    let pinned: Vec<String> = servers
+        .iter()
+        .filter(|(_, e)| e.artifacts.is_some())
+        .map(|(n, _)| format!("`{n}`"))
+        .collect();
+    if lockfile_version < 3 && !pinned.is_empty() {
+        problems.push(format!(
+            "lockfileVersion {lockfile_version} cannot hold `artifacts` (server{} {}); such entries need version 3",
+            if pinned.len() == 1 { "" } else { "s" },
+            pinned.join(", ")
+        ));
+    }
     for (name, entry) in servers {
         validate_entry(name, entry, &mut problems);
     }
     problems
+}
+
+/// The problems of an entry's `artifacts` and of their digest.
+fn validate_artifacts<I>(name: &str, entry: &Entry<I>, problems: &mut Vec<String>) {
+    let at = |key: &str| format!("servers.{name}.{key}");
+    let recorded = entry.digests.artifacts;
+    let Some(artifacts) = &entry.artifacts else {
+        if recorded.is_some() {
+            problems.push(format!(
+                "server `{name}`, artifacts: digest recorded in `digests.artifacts` but the entry has no `artifacts`"
+            ));
+        }
+        return;
+    };
+    let computed = artifacts.digest();
+    if recorded != Some(computed) {
+        problems.push(format!(
+            "server `{name}`, artifacts: digest mismatch (recorded {}, computed {computed})",
+            opt_digest(recorded.as_ref())
+        ));
+    }
+    let npm = artifacts.installer == super::Installer::Npm;
+    match (artifacts.installer, &artifacts.python, &artifacts.node) {
+        (super::Installer::Uv, None, _) => problems.push(format!(
+            "{}: a `uv` closure must record the `python` it was resolved for",
+            at("artifacts")
+        )),
+        (super::Installer::Uv, Some(v), _) if !super::valid_python_version(v) => {
+            problems.push(format!(
+                "{}: `{v}` is not a `major.minor` version",
+                at("artifacts.python")
+            ))
+        }
+        (super::Installer::Uv, _, Some(_)) => problems.push(format!(
+            "{}: a `uv` closure has no `node`",
+            at("artifacts.node")
+        )),
+        (super::Installer::Npm, Some(_), _) => problems.push(format!(
+            "{}: an `npm` closure has no `python`",
+            at("artifacts.python")
+        )),
+        (super::Installer::Npm, _, None) => problems.push(format!(
+            "{}: an `npm` closure must record the `node` it was resolved with",
+            at("artifacts")
+        )),
+        (super::Installer::Npm, _, Some(v))
+            if v.is_empty() || v.len() > 4 || !v.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            problems.push(format!(
+                "{}: `{v}` is not a major version",
+                at("artifacts.node")
+            ))
+        }
+        _ => {}
+    }
+    if artifacts.packages.is_empty() {
+        problems.push(format!("{}: must not be empty", at("artifacts.packages")));
+    }
+    for (i, p) in artifacts.packages.iter().enumerate() {
+        let here = format!("{}[{i}]", at("artifacts.packages"));
+        if !super::valid_package_name(artifacts.installer, &p.name) {
+            problems.push(format!("{here}: `{}` is not a package name", p.name));
+        }
+        if !super::valid_package_version(&p.version) {
+            problems.push(format!("{here}: `{}` is not a version", p.version));
+        }
+        if let Err(e) = super::check_package_hash(artifacts.installer, &p.hash) {
+            problems.push(format!("{here}: {e}"));
+        }
+        if i > 0 && artifacts.packages[i - 1].sort_key() >= p.sort_key() {
+            problems.push(format!(
+                "{here}: packages must be sorted by name, each once (`{}` follows `{}`)",
+                p.name,
+                artifacts.packages[i - 1].name
+            ));
+        }
+        let npm_only = p.path.is_some()
+            || !p.dependencies.is_empty()
+            || !p.optional_dependencies.is_empty()
+            || !p.peer_dependencies.is_empty()
+            || !p.optional_peers.is_empty()
+            || p.optional
+            || !p.os.is_empty()
+            || !p.cpu.is_empty();
+        if npm_only && !npm {
+            problems.push(format!(
+                "{here}: `path`, dependencies, `optional`, `os` and `cpu` are for `npm` closures only"
+            ));
+        }
+        if let Some(path) = &p.path
+            && !super::valid_npm_path(path, &p.name)
+        {
+            problems.push(format!(
+                "{here}: `{path}` is not a `node_modules/.../{}` path",
+                p.name
+            ));
+        }
+        for (field, ranges) in [
+            ("dependencies", &p.dependencies),
+            ("optionalDependencies", &p.optional_dependencies),
+            ("peerDependencies", &p.peer_dependencies),
+        ] {
+            for (dep, range) in ranges {
+                if !super::valid_package_name(super::Installer::Npm, dep) {
+                    problems.push(format!("{here}.{field}: `{dep}` is not a package name"));
+                }
+                if range.len() > 256 || range.chars().any(char::is_control) {
+                    problems.push(format!("{here}.{field}: the range of `{dep}` is not valid"));
+                }
+            }
+        }
+        for word in p.os.iter().chain(&p.cpu).chain(&p.optional_peers) {
+            if word.is_empty()
+                || word.len() > 214
+                || !word
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!@/._-".contains(&b))
+            {
+                problems.push(format!(
+                    "{here}: `{word}` is not valid in `os`, `cpu` or `optionalPeers`"
+                ));
+            }
+        }
+    }
 }
 
 fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Vec<String>) {
@@ -438,6 +574,7 @@ fn validate_entry<I: LockedItem>(name: &str, entry: &Entry<I>, problems: &mut Ve
     if !entry.server_info.is_object() {
         problems.push(format!("{}: must be an object", at("serverInfo")));
     }
+    validate_artifacts(name, entry, problems);
     if !entry.capabilities.is_object() {
         problems.push(format!("{}: must be an object", at("capabilities")));
     }
@@ -750,7 +887,7 @@ mod tests {
         );
         refused.extend([
             GOLDEN.replacen("\"envPassthrough\"", "\"extra\": 1, \"envPassthrough\"", 1),
-            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 3", 1),
+            GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 4", 1),
             GOLDEN.replacen("\"lockfileVersion\": 2", "\"lockfileVersion\": 2.0", 1),
             format!("{GOLDEN} {{}}"),
             GOLDEN[..GOLDEN.len() / 2].to_owned(),
@@ -860,6 +997,7 @@ mod tests {
             resource_templates in arb_digests(),
         ) {
             let d = super::super::Digests {
+                artifacts: None,
                 surface: Sha256Digest::from_array([0; 32]),
                 instructions: instructions.map(Sha256Digest::from_array),
                 tools,

@@ -103,8 +103,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
     crate::proxy_start::warn_unset_env(&audit, &opts.name, &entry.env_passthrough);
 
-    let launch = crate::launch::launch_for(&opts.name, &entry, &path, true)
-        .learning(opts.learn, &state_dir)?;
+    let launch =
+        crate::launch::launch_for(&opts.name, &entry, &path, true, crate::pin::Check::Quick)?
+            .learning(opts.learn, &state_dir)?;
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,

@@ -162,9 +162,9 @@ fn version_1_with_supported_versions() {
 fn unknown_version() {
     let w = two_servers();
     let mut v = w.lock_json();
-    v["lockfileVersion"] = json!(3);
+    v["lockfileVersion"] = json!(4);
     write_json(&w, &v);
-    let r = refused_everywhere(&w, &["lockfileVersion 3", "1 and 2", "upgrade mcpsum"]);
+    let r = refused_everywhere(&w, &["lockfileVersion 4", "1, 2 and 3", "upgrade mcpsum"]);
     snap(&w, "unknown_version", &r);
 }
 

@@ -24,6 +24,8 @@ mod import;
 #[cfg(target_os = "linux")]
 mod learn;
 mod lock;
+#[cfg(target_os = "linux")]
+mod pin;
 mod progress;
 mod proxy;
 mod real;

@@ -1,0 +1,810 @@
+//! Artifact pinning (#17): a `uvx` server's whole closure is resolved at `lock` against the real
+//! registry, installed hash-checked into `$XDG_CACHE_HOME/mcpsum`, and every later start runs
+//! that install: offline, without uv's cache, sandboxed with no network. A changed hash in the
+//! lock or a changed file in the install stops it, naming the package.
+//!
+//! Needs `target/test-deps` (uv, and Python 3 on this machine) and PyPI for the lock; skipped
+//! with a printed reason when `target/test-deps` is missing, unless
+//! `MCPSUM_REQUIRE_REAL_SERVERS=1`. Each test has its own home, mcpsum cache and uv cache.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::{self, Run, World, test_dep};
+
+const SPEC: &str = "mcp-server-time==2026.10.19";
+
+/// A world whose `mcpsum` finds `uv`/`uvx` on `PATH`, with its own caches.
+struct Pin {
+    w: World,
+    bin: PathBuf,
+}
+
+impl Pin {
+    fn new() -> Option<Self> {
+        let uv = test_dep("venv/bin/uv")?;
+        Some(Self {
+            w: World::new(),
+            bin: uv.parent().unwrap().to_path_buf(),
+        })
+    }
+
+    fn path_var(&self) -> std::ffi::OsString {
+        let mut dirs = vec![self.bin.clone()];
+        dirs.extend(std::env::split_paths(&support::child_path()));
+        std::env::join_paths(dirs).unwrap()
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.w.path().join("cache")
+    }
+
+    fn uv_cache(&self) -> PathBuf {
+        self.w.path().join("uv-cache")
+    }
+
+    fn npm_cache(&self) -> PathBuf {
+        self.w.path().join("npm-cache")
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = self.w.cmd();
+        c.env("PATH", self.path_var())
+            .env("XDG_CACHE_HOME", self.cache())
+            .env("UV_CACHE_DIR", self.uv_cache())
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("npm_config_cache", self.npm_cache())
+            .env("npm_config_update_notifier", "false");
+        // The machine's trust anchors for the registries (a TLS-inspecting proxy's, say).
+        for var in ["SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS"] {
+            if let Some(v) = std::env::var_os(var) {
+                c.env(var, v);
+            }
+        }
+        c
+    }
+
+    /// As [`Pin::cmd`], with every registry unreachable (a closed loopback port) and uv told
+    /// to stay offline.
+    fn offline_cmd(&self) -> Command {
+        let mut c = self.cmd();
+        c.env("UV_INDEX_URL", "http://127.0.0.1:9/simple")
+            .env("UV_DEFAULT_INDEX", "http://127.0.0.1:9/simple")
+            .env("UV_OFFLINE", "1")
+            .env("npm_config_registry", "http://127.0.0.1:9/")
+            .env("npm_config_offline", "true");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        Run::from_output(self.cmd().args(args).output().unwrap())
+    }
+
+    fn run_offline(&self, args: &[&str]) -> Run {
+        Run::from_output(self.offline_cmd().args(args).output().unwrap())
+    }
+
+    fn lock(&self, extra: &[&str]) -> Run {
+        let mut args = vec!["lock", "--name", "time", "--era", "legacy"];
+        args.extend(extra);
+        args.extend(["--", "uvx", SPEC]);
+        self.run(&args)
+    }
+
+    /// The one install folder under the cache.
+    fn install(&self) -> PathBuf {
+        let installs = self.cache().join("mcpsum/installs");
+        let dirs: Vec<PathBuf> = std::fs::read_dir(&installs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        dirs[0].clone()
+    }
+
+    fn remove_npm_cache(&self) {
+        let _ = std::fs::remove_dir_all(self.npm_cache());
+    }
+
+    fn remove_uv_cache(&self) {
+        let _ = Command::new("chmod")
+            .args(["-R", "u+w"])
+            .arg(self.uv_cache())
+            .status();
+        let _ = std::fs::remove_dir_all(self.uv_cache());
+    }
+}
+
+/// Asserts that what the run printed (stdout, where `verify` reports, and stderr) holds every
+/// needle.
+#[track_caller]
+fn printed(r: &Run, needles: &[&str]) {
+    let all = format!("{}\n{}", r.stdout, r.stderr);
+    for n in needles {
+        assert!(
+            all.contains(n),
+            "output lacks {n:?}\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+fn remove_tree(dir: &Path) {
+    Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `uv pip compile --generate-hashes`, independently: name → (version, every hash).
+fn independent_resolution(p: &Pin, python: &str) -> BTreeMap<String, (String, Vec<String>)> {
+    let out = Command::new(p.bin.join("uv"))
+        .args([
+            "pip",
+            "compile",
+            "-",
+            "--generate-hashes",
+            "--no-header",
+            "--no-annotate",
+            "--python",
+            python,
+            "--quiet",
+        ])
+        .env("UV_CACHE_DIR", p.uv_cache())
+        .envs(
+            ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+                .into_iter()
+                .filter_map(|v| Some((v, std::env::var_os(v)?))),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("{SPEC}\n").as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut map = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim().trim_end_matches('\\').trim();
+        if let Some(h) = line.strip_prefix("--hash=") {
+            let name = current.clone().unwrap();
+            let entry: &mut (String, Vec<String>) = map.get_mut(&name).unwrap();
+            entry.1.push(h.to_owned());
+        } else if let Some((name, version)) = line.split_once("==") {
+            let version = version.split(';').next().unwrap().trim().to_owned();
+            current = Some(name.to_owned());
+            map.insert(name.to_owned(), (version, Vec::new()));
+        }
+    }
+    map
+}
+
+/// The lockfile with `f` applied to the entry's `artifacts`, and its digests recomputed as a
+/// careful editor would (the file then passes its own checks).
+pub fn rewrite_artifacts(lock: &mut Value, name: &str, f: impl FnOnce(&mut Value)) {
+    let e = &mut lock["servers"][name];
+    f(&mut e["artifacts"]);
+    let digest = |v: &Value| {
+        use sha2::Digest as _;
+        let bytes = serde_json_canonicalizer::to_vec(v).unwrap();
+        format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)))
+    };
+    e["digests"]["artifacts"] = json!(digest(&e["artifacts"]));
+    let mut d = e["digests"].clone();
+    d.as_object_mut().unwrap().remove("surface");
+    e["digests"]["surface"] = json!(digest(&d));
+}
+
+#[test]
+fn uvx_closure_is_resolved_pinned_and_relocked_byte_identical() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[])
+        .code(0)
+        .stderr_has(&["locked `time`", "code pinned:", "installed hash-checked"]);
+    let lock = p.w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 3);
+    let e = &lock["servers"]["time"];
+    // What the person wrote stays the command.
+    assert_eq!(e["command"], json!(["uvx", SPEC]));
+    let a = &e["artifacts"];
+    assert_eq!(a["installer"], "uv");
+    let python = a["python"].as_str().unwrap().to_owned();
+    assert!(
+        python.split('.').count() == 2 && python.starts_with("3."),
+        "{python}"
+    );
+    assert!(
+        e["digests"]["artifacts"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let packages = a["packages"].as_array().unwrap();
+    let names: Vec<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "packages sorted by name");
+    assert!(
+        packages
+            .iter()
+            .any(|p| p["name"] == "mcp-server-time" && p["version"] == "2026.10.19"),
+        "{a}"
+    );
+    // The same closure as an independent resolution, each hash one of the release's files.
+    let independent = independent_resolution(&p, &python);
+    let recorded: Vec<&str> = names.clone();
+    let expected: Vec<&str> = independent.keys().map(String::as_str).collect();
+    assert_eq!(recorded, expected);
+    for pkg in packages {
+        let (version, hashes) = &independent[pkg["name"].as_str().unwrap()];
+        assert_eq!(pkg["version"].as_str().unwrap(), version);
+        let hash = pkg["hash"].as_str().unwrap();
+        assert!(hash.starts_with("sha256:") && hash.len() == 71, "{hash}");
+        assert!(hashes.iter().any(|h| h == hash), "{pkg} not in {hashes:?}");
+    }
+
+    // The install: content-addressed in the cache, read-only, with the package in it.
+    let dir = p.install();
+    assert!(
+        dir.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("uv-")
+    );
+    let server_py = find_file(&dir, "mcp_server_time/server.py");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&server_py).unwrap().permissions().mode();
+    assert_eq!(mode & 0o222, 0, "{mode:o}");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o222, 0, "{mode:o}");
+
+    // `show` shows both the command and what runs.
+    p.run(&["show", "--name", "time"]).code(0).stdout_has(&[
+        "command      uvx 'mcp-server-time==2026.10.19'",
+        &format!(
+            "code         pinned: {} packages (uv, Python {python})",
+            packages.len()
+        ),
+        &format!("runs         {}/bin/mcp-server-time", dir.display()),
+        "mcp-server-time 2026.10.19  sha256:",
+    ]);
+    let sj = p.run(&["show", "--json"]);
+    sj.code(0);
+    assert_eq!(sj.json()["servers"]["time"]["artifacts"], *a);
+
+    // Nothing changed: the re-lock writes the same bytes.
+    let before = p.w.lock_bytes();
+    p.run(&["lock", "--name", "time"])
+        .code(0)
+        .stderr_has(&["unchanged since the previous lock"]);
+    assert_eq!(
+        String::from_utf8(p.w.lock_bytes()).unwrap(),
+        String::from_utf8(before.clone()).unwrap()
+    );
+
+    // A re-lock that resolves otherwise than the lock says shows it as a lockfile diff reads.
+    let mut edited = p.w.lock_json();
+    rewrite_artifacts(&mut edited, "time", |a| {
+        let packages = a["packages"].as_array_mut().unwrap();
+        packages.retain(|p| p["name"] != "attrs");
+        for pkg in packages.iter_mut() {
+            if pkg["name"] == "anyio" {
+                pkg["version"] = json!("4.15.0");
+            }
+        }
+        packages.push(json!({"name": "zz-old-dep", "version": "1.0.0",
+            "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}));
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&edited).unwrap());
+    p.run(&["lock", "--name", "time"]).code(0).stderr_has(&[
+        "code changes against the previous lock:",
+        "~ anyio 4.15.0 → 4.16.0",
+        "+ attrs 26.1.0",
+        "- zz-old-dep",
+        "surface unchanged since the previous lock",
+    ]);
+    assert_eq!(
+        p.w.lock_bytes(),
+        before,
+        "the resolution is written back as it was"
+    );
+}
+
+fn find_file(dir: &Path, suffix: &str) -> PathBuf {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(suffix) {
+                return path;
+            }
+        }
+    }
+    panic!("no {suffix} under {}", dir.display())
+}
+
+#[test]
+fn pinned_uvx_server_runs_offline_without_uv_cache_and_without_network() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    // No warm uv cache and no reachable index: the install is all it needs.
+    p.remove_uv_cache();
+    p.run_offline(&["verify"])
+        .code(0)
+        .stdout_has(&["ok time: clean"]);
+    let mut cmd = p.offline_cmd();
+    cmd.args(["proxy", "--name", "time"]);
+    let mut s = crate::sandbox::session(cmd, p.w.path().join("proxy.stderr"));
+    let r = s.request_next(
+        "tools/call",
+        json!({"name": "get_current_time", "arguments": {"timezone": "Etc/UTC"}}),
+    );
+    assert!(r.to_string().contains("Etc/UTC"), "{r}\n{}", s.stderr());
+    drop(s);
+    // No network at all: its own network namespace holds only a loopback that is down.
+    if Command::new("unshare")
+        .args(["-rn", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let offline = p.offline_cmd();
+        let mut un = Command::new("unshare");
+        un.arg("-rn")
+            .arg(offline.get_program())
+            .args(offline.get_args())
+            .arg("verify")
+            .env_clear()
+            .current_dir(p.w.path())
+            .stdin(std::process::Stdio::null());
+        for (k, v) in offline.get_envs() {
+            if let Some(v) = v {
+                un.env(k, v);
+            }
+        }
+        Run::from_output(un.output().unwrap())
+            .code(0)
+            .stdout_has(&["ok time: clean"]);
+    } else {
+        eprintln!("skipping the `unshare -rn` part: no user namespaces here");
+    }
+
+    // A missing install is made again from the hashes; when that cannot be done (no cache,
+    // no index) the server does not start, and the error says why and what to run.
+    remove_tree(&p.install());
+    let r = p.run_offline(&["verify"]);
+    r.code(2);
+    printed(
+        &r,
+        &[
+            "cannot make the pinned install of server `time` from its recorded hashes",
+            "mcpsum verify --name time",
+        ],
+    );
+    let r = Run::from_output(
+        p.offline_cmd()
+            .args(["proxy", "--name", "time"])
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(r.code, 0, "{r:#?}");
+    r.stderr_has(&["cannot make the pinned install of server `time`"]);
+    // Online again, the next start makes it.
+    p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+    p.install();
+}
+
+#[test]
+fn pinned_uvx_server_serves_sandboxed_with_no_network_and_no_uv_cache() {
+    let Some(p) = Pin::new() else { return };
+    let policy = p.w.path().join("sandbox.json");
+    std::fs::write(
+        &policy,
+        r#"{"filesystem": {"read": [], "write": []}, "network": {"allow": []}}"#,
+    )
+    .unwrap();
+    let r = p.lock(&["--sandbox", policy.to_str().unwrap()]);
+    if let Some(why) = crate::sandbox::kernel_lacks(&r) {
+        return crate::sandbox::skip(&why);
+    }
+    r.code(0);
+    // The install is read-only inside the sandbox, and nothing else of the cache is there.
+    p.remove_uv_cache();
+    let mut cmd = p.offline_cmd();
+    cmd.args(["proxy", "--name", "time"]);
+    let mut s = crate::sandbox::session(cmd, p.w.path().join("proxy.stderr"));
+    let r = s.request_next(
+        "tools/call",
+        json!({"name": "get_current_time", "arguments": {"timezone": "Etc/UTC"}}),
+    );
+    assert!(r.to_string().contains("Etc/UTC"), "{r}\n{}", s.stderr());
+    drop(s);
+    p.run_offline(&["verify"]).code(0);
+}
+
+#[test]
+fn changed_file_in_the_install_is_refused_naming_the_package() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let dir = p.install();
+    let server_py = find_file(&dir, "mcp_server_time/server.py");
+    Command::new("chmod")
+        .arg("u+w")
+        .arg(&server_py)
+        .status()
+        .unwrap();
+    let mut text = std::fs::read_to_string(&server_py).unwrap();
+    text.push_str("\nimport os  # changed after the install\n");
+    std::fs::write(&server_py, text).unwrap();
+
+    for args in [
+        &["verify"][..],
+        &["lock", "--name", "time"][..],
+        &["proxy", "--name", "time"][..],
+    ] {
+        let r = Run::from_output(
+            p.cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "the pinned install of server `time` was changed",
+                "`mcp-server-time 2026.10.19`",
+                "changed: `lib/python",
+                "mcp_server_time/server.py",
+            ],
+        );
+    }
+    // Once removed, the next start makes it again from the hashes.
+    remove_tree(&dir);
+    p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+}
+
+#[test]
+fn changed_hash_in_the_lock_is_refused_naming_the_package() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let mut lock = p.w.lock_json();
+    // Another file's hash for the server's own package, the digests made to match.
+    let other = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    rewrite_artifacts(&mut lock, "time", |a| {
+        for pkg in a["packages"].as_array_mut().unwrap() {
+            if pkg["name"] == "mcp-server-time" {
+                pkg["hash"] = json!(other);
+            }
+        }
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
+    for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
+        let r = p.run(args);
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "cannot make the pinned install of server `time` from its recorded hashes",
+                "mcp-server-time==2026.10.19",
+                other,
+            ],
+        );
+    }
+}
+
+/// The golden fixture with a pinned closure on its legacy entry (digests recomputed).
+fn golden_pinned() -> Value {
+    let mut lock: Value =
+        serde_json::from_str(include_str!("../fixtures/golden.mcp.lock")).unwrap();
+    lock["lockfileVersion"] = json!(3);
+    let e = lock["servers"]["golden-legacy"].as_object_mut().unwrap();
+    // `artifacts` after `envPassthrough`, as mcpsum writes it.
+    let mut entry = serde_json::Map::new();
+    for (k, v) in std::mem::take(e) {
+        let after = k == "envPassthrough";
+        entry.insert(k, v);
+        if after {
+            entry.insert(
+                "artifacts".into(),
+                json!({"installer": "uv", "python": "3.11", "packages": [
+                    {"name": "anyio", "version": "4.16.0",
+                     "hash": "sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026"},
+                    {"name": "mcp-server-time", "version": "2026.10.19",
+                     "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}
+                ]}),
+            );
+        }
+    }
+    *e = entry;
+    rewrite_artifacts(&mut lock, "golden-legacy", |_| {});
+    lock
+}
+
+#[test]
+fn artifacts_need_lockfile_version_3_and_a_matching_digest() {
+    let w = World::new();
+    let good = golden_pinned();
+    w.write_lock(serde_json::to_vec_pretty(&good).unwrap());
+    w.run(&["show", "--name", "golden-legacy"])
+        .code(0)
+        .stdout_has(&[
+            "code         pinned: 2 packages (uv, Python 3.11), sha256:",
+            "anyio 4.16.0  sha256:c66ae634",
+        ]);
+    // Not a `uvx` command: the entry cannot run its closure, so it does not start at all.
+    let r = w.run(&["verify"]);
+    r.code(2);
+    printed(
+        &r,
+        &["server `golden-legacy` pins `uv` artifacts, but its command is not a `uvx` command"],
+    );
+
+    let refused = |lock: &Value, needles: &[&str]| {
+        w.write_lock(serde_json::to_vec_pretty(lock).unwrap());
+        let r = w.run(&["show"]);
+        assert_ne!(r.code, 0, "{r:#?}");
+        r.stderr_has(needles);
+    };
+    // The version gate: an mcpsum that reads only versions 1 and 2 refuses the file as a whole
+    // (this one says so for any version it does not read), and a closure needs version 3.
+    let mut v = good.clone();
+    v["lockfileVersion"] = json!(4);
+    refused(
+        &v,
+        &["has lockfileVersion 4, which this mcpsum does not read"],
+    );
+    for version in [1, 2] {
+        let mut v = good.clone();
+        v["lockfileVersion"] = json!(version);
+        refused(
+            &v,
+            &[&format!(
+                "lockfileVersion {version} cannot hold `artifacts` (server `golden-legacy`); such entries need version 3"
+            )],
+        );
+    }
+    // Covered by the digests: an edit that does not recompute them is refused.
+    let mut v = good.clone();
+    v["servers"]["golden-legacy"]["artifacts"]["packages"][0]["version"] = json!("4.16.1");
+    refused(&v, &["server `golden-legacy`, artifacts: digest mismatch"]);
+    let mut v = good.clone();
+    v["servers"]["golden-legacy"]["digests"]
+        .as_object_mut()
+        .unwrap()
+        .remove("artifacts");
+    refused(&v, &["artifacts: digest mismatch (recorded null"]);
+    // What an installer would read as an option, out of order, or a malformed hash.
+    for (edit, needle) in [
+        (
+            json!({"name": "--index-url=http://x", "version": "1", "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}),
+            "is not a package name",
+        ),
+        (
+            json!({"name": "zz", "version": "1 --pre", "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}),
+            "is not a version",
+        ),
+        (
+            json!({"name": "zz", "version": "1", "hash": "sha256:XYZ"}),
+            "is not a digest",
+        ),
+        (
+            json!({"name": "aaa", "version": "1", "hash": "sha256:1111111111111111111111111111111111111111111111111111111111111111"}),
+            "packages must be sorted by name",
+        ),
+    ] {
+        let mut v = good.clone();
+        rewrite_artifacts(&mut v, "golden-legacy", |a| {
+            a["packages"].as_array_mut().unwrap().push(edit);
+        });
+        refused(&v, &[needle]);
+    }
+}
+
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// `npm install --package-lock-only`, independently: (path, name, version, integrity).
+fn independent_npm_resolution(p: &Pin) -> Vec<(String, String, String)> {
+    let dir = p.w.path().join("independent");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        json!({"name": "x", "version": "0.0.0", "private": true,
+               "dependencies": {"@modelcontextprotocol/server-everything": "2026.8.31"}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new("npm")
+        .args([
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+        ])
+        .env("npm_config_cache", p.npm_cache())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("package-lock.json")).unwrap()).unwrap();
+    let mut out: Vec<(String, String, String)> = lock["packages"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| {
+            (
+                k.rsplit("node_modules/").next().unwrap().to_owned(),
+                v["version"].as_str().unwrap().to_owned(),
+                v["integrity"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn npx_closure_is_pinned_by_integrity_and_runs_offline_and_refuses_changes() {
+    let Some(p) = Pin::new() else { return };
+    if which_node().is_none() {
+        assert!(!support::real_servers_required(), "no `node` on PATH");
+        return eprintln!("skipping: no `node` on PATH");
+    }
+    let lock_args = [
+        "lock",
+        "--name",
+        "everything",
+        "--era",
+        "legacy",
+        "--",
+        "npx",
+        "-y",
+        EVERYTHING,
+        "stdio",
+    ];
+    p.run(&lock_args).code(0).stderr_has(&[
+        "locked `everything`",
+        "code pinned:",
+        "(npm, Node.js ",
+    ]);
+    let lock = p.w.lock_json();
+    assert_eq!(lock["lockfileVersion"], 3);
+    let a = &lock["servers"]["everything"]["artifacts"];
+    assert_eq!(a["installer"], "npm");
+    assert!(
+        a["node"]
+            .as_str()
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_digit()),
+        "{a}"
+    );
+    let mut recorded: Vec<(String, String, String)> = a["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert!(p["hash"].as_str().unwrap().starts_with("sha512-"), "{p}");
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["version"].as_str().unwrap().to_owned(),
+                p["hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let names: Vec<&String> = recorded.iter().map(|r| &r.0).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "packages sorted by name");
+    recorded.sort();
+    assert_eq!(recorded, independent_npm_resolution(&p));
+
+    let before = p.w.lock_bytes();
+    p.run(&["lock", "--name", "everything"])
+        .code(0)
+        .stderr_has(&["unchanged since the previous lock"]);
+    assert_eq!(p.w.lock_bytes(), before, "re-lock is byte-identical");
+
+    // No npm cache and no registry: the install is all it needs.
+    p.remove_npm_cache();
+    p.run_offline(&["verify"])
+        .code(0)
+        .stdout_has(&["ok everything: clean"]);
+    let mut cmd = p.offline_cmd();
+    cmd.args(["proxy", "--name", "everything"]);
+    let mut s = crate::sandbox::session(cmd, p.w.path().join("proxy.stderr"));
+    let r = s.request_next(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "pinned"}}),
+    );
+    assert!(r.to_string().contains("pinned"), "{r}\n{}", s.stderr());
+    drop(s);
+
+    // A changed file in the install is refused, naming the package.
+    let dir = p.install();
+    let index = find_file(
+        &dir,
+        "node_modules/@modelcontextprotocol/server-everything/package.json",
+    );
+    Command::new("chmod")
+        .arg("u+w")
+        .arg(&index)
+        .status()
+        .unwrap();
+    let mut text = std::fs::read_to_string(&index).unwrap();
+    text.push(' ');
+    std::fs::write(&index, text).unwrap();
+    for args in [&["verify"][..], &["proxy", "--name", "everything"][..]] {
+        let r = Run::from_output(
+            p.offline_cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "the pinned install of server `everything` was changed",
+                "`@modelcontextprotocol/server-everything 2026.8.31`",
+            ],
+        );
+    }
+    remove_tree(&dir);
+
+    // A changed integrity in the lock: `npm ci` refuses the tarball.
+    let mut lock = p.w.lock_json();
+    rewrite_artifacts(&mut lock, "everything", |a| {
+        for pkg in a["packages"].as_array_mut().unwrap() {
+            if pkg["name"] == "@modelcontextprotocol/server-everything" {
+                pkg["hash"] = json!(format!("sha512-{}==", "A".repeat(86)));
+            }
+        }
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
+    let r = p.run(&["verify"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    printed(
+        &r,
+        &[
+            "cannot make the pinned install of server `everything`",
+            "EINTEGRITY",
+        ],
+    );
+}
+
+fn which_node() -> Option<PathBuf> {
+    std::env::split_paths(&support::child_path())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+}
