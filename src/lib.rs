@@ -26,6 +26,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;
+pub mod signing;
 pub mod taint;
 
 pub use error::{Error, Exit, Result};
@@ -33,12 +34,14 @@ pub use error::{Error, Exit, Result};
 /// Runs the parsed command line and returns the exit status.
 pub async fn run(cli: cli::Cli) -> Result<Exit> {
     let lockfile = cli.lockfile.as_deref();
+    let trust = signing::Trust::new(cli.allowed_signers.clone());
     match &cli.command {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
-        cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
-        cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a)),
+        cli::Command::Verify(a) => commands::verify::run(lockfile, a, &trust).await,
+        cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a, &trust)),
+        cli::Command::Sign(a) => commands::sign::run(lockfile, a, &trust),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
-        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name),
+        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name, &trust),
         cli::Command::Taint(cli::TaintCommand::List { json }) => {
             json_on_error(*json, commands::taint::list(*json))
         }
@@ -47,7 +50,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         }
         cli::Command::Audit(a) => commands::audit::run(a).await,
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
-            json_on_error(a.json, commands::sandbox::run(lockfile, a).await)
+            json_on_error(a.json, commands::sandbox::run(lockfile, a, &trust).await)
         }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
@@ -56,6 +59,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
                 name: a.name.clone(),
                 max_message: a.max_message_bytes,
                 timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+                trust,
             };
             proxy::run(lockfile, &opts).await
         }
@@ -89,7 +93,8 @@ pub fn main() -> std::process::ExitCode {
     crate::output::init(color, cli.quiet, cli.verbose);
     // `show` only reads the lockfile: no runtime, no children to look after.
     if let cli::Command::Show(args) = &cli.command {
-        let result = commands::show::run(cli.lockfile.as_deref(), args);
+        let trust = signing::Trust::new(cli.allowed_signers.clone());
+        let result = commands::show::run(cli.lockfile.as_deref(), args, &trust);
         return exit_code(json_on_error(args.json, result));
     }
     run_async(cli)

@@ -18,7 +18,9 @@ use crate::paths;
 pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Result<Exit> {
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
-    lock_at(&path, args).await
+    let exit = lock_at(&path, args).await?;
+    crate::signing::warn_if_stale(&path);
+    Ok(exit)
 }
 
 /// Locks one server into the lockfile at `path`: the whole of `lock` once the file is known.

@@ -7,6 +7,7 @@ pub mod lock;
 pub mod sandbox;
 pub mod shell;
 pub mod show;
+pub mod sign;
 pub mod taint;
 pub mod verify;
 

@@ -6,12 +6,16 @@ use serde_json::json;
 
 use crate::error::{Error, Exit, Result};
 use crate::output::{self, paint, sanitize_line, style};
-use crate::{lockfile, paths, taint};
+use crate::{paths, taint};
 
 /// `suggest-policy --name NAME`: JSON on stdout, reasons on stderr; never edits the lock.
-pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str) -> Result<Exit> {
+pub fn suggest(
+    lockfile_flag: Option<&std::path::Path>,
+    name: &str,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    let (lock, _) = crate::signing::load(&path, trust)?;
     let entry = super::entry(&lock, &path, name)?;
     let (policy, reasons) = taint::suggest(entry);
     output::info(&format!(
