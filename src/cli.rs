@@ -63,7 +63,7 @@ pub enum Command {
     /// Sign the lockfile with an SSH key: write `mcp.lock.sig` beside it.
     #[command(
         long_about = "Sign the lockfile with an SSH key: write `mcp.lock.sig` beside it.\n\nThe signature is an SSH signature (SSHSIG, namespace `mcpsum`) over the lockfile's exact bytes,\nso `ssh-keygen -Y verify -n mcpsum` checks it too. Once an allowed-signers file is in force\n(`--allowed-signers`, `MCPSUM_ALLOWED_SIGNERS`, or `~/.config/mcpsum/allowed_signers`), `verify`,\n`show`, `proxy`, `sandbox test` and `suggest-policy` refuse a lockfile without a valid signature by\na key it lists for namespace `mcpsum`.",
-        after_help = "Examples:\n  mcpsum sign --key ~/.ssh/id_ed25519\n  mcpsum sign --key ~/.ssh/id_rsa.pub          # the key in ssh-agent signs\n  mcpsum sign                                 # git's user.signingkey (gpg.format ssh)\n  ssh-keygen -Y verify -n mcpsum -f allowed_signers -I alice@example.com -s mcp.lock.sig < mcp.lock"
+        after_help = "Examples:\n  mcpsum sign --key ~/.ssh/id_ed25519\n  mcpsum sign --key ~/.ssh/id_rsa.pub          # the key in ssh-agent signs\n  mcpsum sign                                 # git's user.signingkey (gpg.format ssh)\n\nssh-keygen checks it too:\n  ssh-keygen -Y verify -n mcpsum -f allowed_signers -I alice@example.com -s mcp.lock.sig < mcp.lock"
     )]
     Sign(SignArgs),
     /// Show what the lockfile pins.

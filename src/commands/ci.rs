@@ -54,7 +54,7 @@ pub fn sarif(report: &Report<'_>) -> String {
         Some(&target),
         report.exit,
         report.strict,
-        Some(&report.signature.to_json()),
+        Some(&report.signature.to_ci_json()),
     )
 }
 
@@ -208,8 +208,11 @@ pub fn github(report: &Report<'_>) -> String {
     // mcpsum's words around a fingerprint, a key type and the principals of the reader's own
     // allowed-signers file: made one plain line so that nothing in it starts a command.
     let sig = report.signature;
-    let mark = if sig.signer().is_some() { "signed" } else { sig.state_name() };
-    out.push_str(&sanitize_line(&format!("signature {mark}: {}", sig.summary())));
+    out.push_str(&sanitize_line(&format!(
+        "signature {}: {}",
+        sig.state_name(),
+        sig.summary()
+    )));
     out.push('\n');
     out
 }

@@ -22,7 +22,7 @@ fn not_run(
     format: Format,
     strict: bool,
     lockfile: Option<&std::path::Path>,
-    signature: Option<&Value>,
+    signature: Option<&crate::signing::Status>,
     err: Error,
 ) -> Error {
     match format {
@@ -32,7 +32,7 @@ fn not_run(
                 format == Format::Sarif,
                 lockfile,
                 cwd.as_deref(),
-                signature,
+                signature.map(crate::signing::Status::to_ci_json).as_ref(),
                 &err,
             ));
         }
@@ -40,7 +40,7 @@ fn not_run(
             "lockfile": lockfile.map(|p| p.display().to_string()),
             "strict": strict,
             "exitCode": err.exit() as i32,
-            "signature": signature,
+            "signature": signature.map(crate::signing::Status::to_json),
             "servers": [],
             "error": err.one_line(),
             "details": err.detail_lines(),
@@ -66,19 +66,18 @@ pub async fn run(
         .map_err(|e| not_run(format, args.strict, Some(&path), None, e))?;
     let signature = crate::signing::inspect(&path, &bytes, trust)
         .map_err(|e| not_run(format, args.strict, Some(&path), None, e))?;
-    let sig_json = signature.to_json();
     // With an allowed-signers file in force, no server runs from a lockfile it does not accept.
     if let Some(e) = signature.refusal(&path) {
-        return Err(not_run(format, args.strict, Some(&path), Some(&sig_json), e));
+        return Err(not_run(format, args.strict, Some(&path), Some(&signature), e));
     }
     let lock = lockfile::load_from_bytes(&path, &bytes)
-        .map_err(|e| not_run(format, args.strict, Some(&path), Some(&sig_json), e))?;
+        .map_err(|e| not_run(format, args.strict, Some(&path), Some(&signature), e))?;
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
         for n in &args.name {
             super::entry(&lock, &path, n)
-                .map_err(|e| not_run(format, args.strict, Some(&path), Some(&sig_json), e))?;
+                .map_err(|e| not_run(format, args.strict, Some(&path), Some(&signature), e))?;
         }
         let mut n = args.name.clone();
         n.sort();
@@ -178,7 +177,7 @@ pub async fn run(
                 Outcome::Failed(e) => json!({"name": name, "status": "error", "error": e.one_line(), "hint": e.hint_text()}),
             })
             .collect();
-        let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "signature": sig_json, "servers": servers});
+        let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "signature": signature.to_json(), "servers": servers});
         output::stdout_json(&doc);
         return Ok(exit);
     }

@@ -300,6 +300,16 @@ impl Status {
         })
     }
 
+    /// [`Status::to_json`] without the signature file's path, for the CI formats (which name
+    /// files relative to the repository, and the signature is always beside the lockfile).
+    pub fn to_ci_json(&self) -> Value {
+        let mut v = self.to_json();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("file");
+        }
+        v
+    }
+
     /// One line for a report: `signed by ...`, `not signed`, or what is wrong.
     pub fn summary(&self) -> String {
         match (&self.state, &self.anchor) {
@@ -425,7 +435,10 @@ const SIGN_HINT: &str = "have a signer listed in ALLOWED_SIGNERS review it and r
 /// allow the namespace and be valid `now` (SSHSIG carries no time: `valid-before` is checked
 /// against the time of verification, as ssh-keygen does without `-Overify-time`).
 fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> State {
-    let shown = sig_file.display();
+    // Named as it sits beside the lockfile, which every message names in full.
+    let shown = sig_file
+        .file_name()
+        .map_or_else(|| sig_file.display().to_string(), |n| n.to_string_lossy().into_owned());
     let text = match fs_err::read(sig_file) {
         Ok(t) => t,
         Err(e)
@@ -434,7 +447,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             return invalid(
                 Reason::Unsigned,
                 None,
-                format!("it is not signed (there is no `{shown}`)"),
+                format!("it is not signed (there is no `{shown}` beside it)"),
                 SIGN_HINT,
             );
         }
