@@ -711,7 +711,11 @@ fn bench_sign(ctx: &Ctx) -> Table {
         ),
     );
     let err = ctx.path("sign-stderr.log");
-    for (kind, bits) in [("ed25519", None), ("ecdsa", Some("256")), ("rsa", Some("3072"))] {
+    for (kind, bits) in [
+        ("ed25519", None),
+        ("ecdsa", Some("256")),
+        ("rsa", Some("3072")),
+    ] {
         let key = ctx.path(&format!("sign_{kind}"));
         let mut c = Command::new("ssh-keygen");
         c.args(["-q", "-t", kind, "-N", "", "-f"]).arg(&key);

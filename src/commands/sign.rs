@@ -83,7 +83,10 @@ fn git_signing_key(lockfile: &Path) -> Result<Key> {
     };
     let hint = "pass `--key PATH` (a private key file, or a public key file whose key is in `ssh-agent`), or set git's `user.signingkey` with `gpg.format ssh`";
     let Some(key) = get("user.signingkey") else {
-        return Err(Error::new("no key to sign with: `--key` is not given and git has no `user.signingkey`").hint(hint));
+        return Err(Error::new(
+            "no key to sign with: `--key` is not given and git has no `user.signingkey`",
+        )
+        .hint(hint));
     };
     if get("gpg.format").as_deref() != Some("ssh") {
         return Err(Error::new(format!(
@@ -97,7 +100,10 @@ fn git_signing_key(lockfile: &Path) -> Result<Key> {
     }
     let file = match key.strip_prefix("~/") {
         Some(rest) => paths::home_dir()
-            .ok_or_else(|| Error::new("cannot expand `~` in git's `user.signingkey`: no home directory").hint(hint))?
+            .ok_or_else(|| {
+                Error::new("cannot expand `~` in git's `user.signingkey`: no home directory")
+                    .hint(hint)
+            })?
             .join(rest),
         None => PathBuf::from(&key),
     };

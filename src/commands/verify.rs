@@ -68,7 +68,13 @@ pub async fn run(
         .map_err(|e| not_run(format, args.strict, Some(&path), None, e))?;
     // With an allowed-signers file in force, no server runs from a lockfile it does not accept.
     if let Some(e) = signature.refusal(&path) {
-        return Err(not_run(format, args.strict, Some(&path), Some(&signature), e));
+        return Err(not_run(
+            format,
+            args.strict,
+            Some(&path),
+            Some(&signature),
+            e,
+        ));
     }
     let lock = lockfile::load_from_bytes(&path, &bytes)
         .map_err(|e| not_run(format, args.strict, Some(&path), Some(&signature), e))?;

@@ -32,7 +32,18 @@ pub struct Entry {
     pub key: PublicKey,
 }
 
-/// Why a listed key does not accept a signature (see [`Entry::refusal`]).
+/// What one line says about a signature (see [`Entry::judge`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The line names another key.
+    OtherKey,
+    /// The line accepts it.
+    Accepted,
+    /// The line names the key but does not accept this signature.
+    Refused(Refusal),
+}
+
+/// Why a listed key does not accept a signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The line is a `cert-authority`: it accepts certificates it signed, not its own signature.
@@ -46,34 +57,30 @@ pub enum Refusal {
 }
 
 impl Entry {
-    /// Why this line does not accept a signature by `key` for `namespace` at `now` (seconds
-    /// since the epoch), or `None` when it does. `Err(())` when it does not name `key` at all.
-    /// The checks are ssh-keygen's, in its order: an exact key (a `cert-authority` line never
-    /// matches a plain key), then the namespace, then the validity interval (`valid-before`
-    /// is inclusive, `valid-after` too).
-    pub fn refusal(&self, key: &KeyData, namespace: &str, now: i64) -> Result<Option<Refusal>, ()> {
+    /// What this line says about a signature by `key` for `namespace` at `now` (seconds since
+    /// the epoch). The checks are ssh-keygen's, in its order: an exact key (a `cert-authority`
+    /// line never matches a plain key), then the namespace, then the validity interval
+    /// (`valid-before` and `valid-after` both inclusive).
+    pub fn judge(&self, key: &KeyData, namespace: &str, now: i64) -> Verdict {
         if self.key.key_data() != key {
-            return Err(());
+            return Verdict::OtherKey;
         }
-        if self.cert_authority {
-            return Ok(Some(Refusal::CertAuthority));
-        }
-        if let Some(ns) = &self.namespaces
-            && !pattern::matches_list(namespace, ns)
+        let refusal = if self.cert_authority {
+            Refusal::CertAuthority
+        } else if let Some(ns) = self
+            .namespaces
+            .as_ref()
+            .filter(|ns| !pattern::matches_list(namespace, ns))
         {
-            return Ok(Some(Refusal::Namespace(ns.clone())));
-        }
-        if let Some(after) = self.valid_after
-            && now < after
-        {
-            return Ok(Some(Refusal::NotYetValid(after)));
-        }
-        if let Some(before) = self.valid_before
-            && now > before
-        {
-            return Ok(Some(Refusal::Expired(before)));
-        }
-        Ok(None)
+            Refusal::Namespace(ns.clone())
+        } else if let Some(after) = self.valid_after.filter(|&after| now < after) {
+            Refusal::NotYetValid(after)
+        } else if let Some(before) = self.valid_before.filter(|&before| now > before) {
+            Refusal::Expired(before)
+        } else {
+            return Verdict::Accepted;
+        };
+        Verdict::Refused(refusal)
     }
 }
 
@@ -262,7 +269,8 @@ fn parse_options(opts: &str, entry: &mut Entry, local: LocalOffset<'_>) -> Resul
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 /// A double-quoted value, `\"` standing for a quote (OpenSSH's `opt_dequote`).
@@ -310,7 +318,11 @@ pub fn parse_time(s: &str, local: LocalOffset<'_>) -> Option<i64> {
     )
     .ok()?;
     let at = time::PrimitiveDateTime::new(date, clock);
-    let offset = if utc { time::UtcOffset::UTC } else { local(at)? };
+    let offset = if utc {
+        time::UtcOffset::UTC
+    } else {
+        local(at)?
+    };
     let t = at.assume_offset(offset).unix_timestamp();
     // ssh-keygen refuses a time before the epoch, and `0` (it means "not set").
     (t > 0).then_some(t)
@@ -320,7 +332,8 @@ pub fn parse_time(s: &str, local: LocalOffset<'_>) -> Option<i64> {
 mod tests {
     use super::*;
 
-    const ED: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBi3NTjXTpvMS06VKwmO7e/luVqNar2ki2amTxHto5hl";
+    const ED: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBi3NTjXTpvMS06VKwmO7e/luVqNar2ki2amTxHto5hl";
 
     fn utc(_: time::PrimitiveDateTime) -> Option<time::UtcOffset> {
         Some(time::UtcOffset::UTC)
@@ -388,7 +401,11 @@ mod tests {
                 problems[8].as_str(),
             ]
         );
-        assert!(problems[6].starts_with("7: invalid `ssh-ed25519` key"), "{}", problems[6]);
+        assert!(
+            problems[6].starts_with("7: invalid `ssh-ed25519` key"),
+            "{}",
+            problems[6]
+        );
         assert!(problems[8].starts_with("9: "), "{}", problems[8]);
         assert!(problem(&format!("\"alice {ED}")).contains("missing end quote"));
         assert!(problem(&format!("alice namespaces=\"x {ED}")).contains("missing end quote"));
@@ -416,23 +433,27 @@ mod tests {
         ));
         let key = e.key.key_data().clone();
         assert_eq!(
-            e.refusal(&key, "mcpsum", 0),
-            Ok(Some(Refusal::Namespace("git".into())))
+            e.judge(&key, "mcpsum", 0),
+            Verdict::Refused(Refusal::Namespace("git".into()))
         );
         assert_eq!(
-            e.refusal(&key, "git", 1_577_836_801),
-            Ok(Some(Refusal::Expired(1_577_836_800)))
+            e.judge(&key, "git", 1_577_836_801),
+            Verdict::Refused(Refusal::Expired(1_577_836_800))
         );
-        assert_eq!(e.refusal(&key, "git", 1_577_836_800), Ok(None));
+        assert_eq!(e.judge(&key, "git", 1_577_836_800), Verdict::Accepted);
         let ca = one(&format!("alice cert-authority {ED}"));
         assert_eq!(
-            ca.refusal(&key, "mcpsum", 0),
-            Ok(Some(Refusal::CertAuthority))
+            ca.judge(&key, "mcpsum", 0),
+            Verdict::Refused(Refusal::CertAuthority)
         );
         let later = one(&format!(r#"alice valid-after="20300101Z" {ED}"#));
         assert!(matches!(
-            later.refusal(&key, "mcpsum", 0),
-            Ok(Some(Refusal::NotYetValid(_)))
+            later.judge(&key, "mcpsum", 0),
+            Verdict::Refused(Refusal::NotYetValid(_))
         ));
+        let other = one(
+            "bob ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHOvqOkaT5wfgKUMB1pxyR3Ack3N/TQEQyvyJQJNyc8X",
+        );
+        assert_eq!(other.judge(&key, "mcpsum", 0), Verdict::OtherKey);
     }
 }

@@ -123,11 +123,21 @@ impl Trust {
                     path.display(),
                     source.how()
                 ))
-                .cause(std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string))
+                .cause(
+                    std::error::Error::source(&e)
+                        .map_or_else(|| e.to_string(), ToString::to_string),
+                )
                 .hint(match source {
-                    Source::Flag => "pass an existing allowed-signers file to `--allowed-signers`".to_owned(),
-                    Source::Env => format!("point `{ENV}` at an existing allowed-signers file, or unset it"),
-                    Source::Config => "make the file readable; mcpsum does not run without the signers it names".to_owned(),
+                    Source::Flag => {
+                        "pass an existing allowed-signers file to `--allowed-signers`".to_owned()
+                    }
+                    Source::Env => {
+                        format!("point `{ENV}` at an existing allowed-signers file, or unset it")
+                    }
+                    Source::Config => {
+                        "make the file readable; mcpsum does not run without the signers it names"
+                            .to_owned()
+                    }
                 }));
             }
         };
@@ -436,9 +446,10 @@ const SIGN_HINT: &str = "have a signer listed in ALLOWED_SIGNERS review it and r
 /// against the time of verification, as ssh-keygen does without `-Overify-time`).
 fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> State {
     // Named as it sits beside the lockfile, which every message names in full.
-    let shown = sig_file
-        .file_name()
-        .map_or_else(|| sig_file.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let shown = sig_file.file_name().map_or_else(
+        || sig_file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let text = match fs_err::read(sig_file) {
         Ok(t) => t,
         Err(e)
@@ -505,16 +516,16 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
     };
     let mut refused = Vec::new();
     for entry in &anchor.entries {
-        match entry.refusal(sig.public_key(), NAMESPACE, now) {
-            Err(()) => {}
-            Ok(None) => {
+        match entry.judge(sig.public_key(), NAMESPACE, now) {
+            allowed::Verdict::OtherKey => {}
+            allowed::Verdict::Accepted => {
                 return State::Valid(Signer {
                     principals: Some(entry.principals.clone()),
                     line: Some(entry.line),
                     ..signer
                 });
             }
-            Ok(Some(r)) => refused.push((entry, r)),
+            allowed::Verdict::Refused(r) => refused.push((entry, r)),
         }
     }
     let place = |e: &allowed::Entry| format!("`{}`:{}", anchor.path.display(), e.line);
@@ -587,7 +598,9 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 rfc3339(*t),
                 place(entry)
             ),
-            &format!("wait until then, correct the `valid-after` in ALLOWED_SIGNERS, or {SIGN_HINT}"),
+            &format!(
+                "wait until then, correct the `valid-after` in ALLOWED_SIGNERS, or {SIGN_HINT}"
+            ),
         ),
     }
 }
@@ -648,5 +661,7 @@ pub async fn answer_refused(err: Error) -> Error {
 /// The id of a request (a message with a method and an id); notifications have none.
 fn request_id(msg: &Value) -> Option<Value> {
     msg.get("method")?;
-    msg.get("id").filter(|id| id.is_string() || id.is_number()).cloned()
+    msg.get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
 }

@@ -52,7 +52,9 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
             let public = parse_public(text).map_err(|e| {
                 Error::new("git's `user.signingkey` is not an SSH public key")
                     .cause(e)
-                    .hint("set it to a key file or `key::ssh-ed25519 AAAA...`, or pass `--key PATH`")
+                    .hint(
+                        "set it to a key file or `key::ssh-ed25519 AAAA...`, or pass `--key PATH`",
+                    )
             })?;
             let dir = tempfile::tempdir()
                 .map_err(|e| Error::new("cannot create a temporary directory").cause(e))?;
@@ -74,9 +76,9 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
                         .map_err(|e| {
                             Error::new(format!("cannot sign with `{}`", path.display())).cause(e)
                         })?;
-                    let pem = sig.to_pem(LineEnding::LF).map_err(|e| {
-                        Error::new("cannot encode the signature").cause(e)
-                    })?;
+                    let pem = sig
+                        .to_pem(LineEnding::LF)
+                        .map_err(|e| Error::new("cannot encode the signature").cause(e))?;
                     (pem, Some(private.public_key().clone()), Method::InProcess)
                 }
                 // RSA, an encrypted key (ssh-keygen asks for the passphrase), a security key.
@@ -98,10 +100,10 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
     if let Some(expected) = &expected
         && sig.public_key() != expected.key_data()
     {
-        return Err(Error::new(
-            "the signature was made by another key than the one asked for",
-        )
-        .hint("check which keys `ssh-agent` holds (`ssh-add -L`)"));
+        return Err(
+            Error::new("the signature was made by another key than the one asked for")
+                .hint("check which keys `ssh-agent` holds (`ssh-add -L`)"),
+        );
     }
     PublicKey::from(sig.public_key().clone())
         .verify(NAMESPACE, bytes, &sig)
