@@ -694,6 +694,9 @@ fn bench_sign(ctx: &Ctx) -> Table {
     });
     let bytes = std::fs::read(&lock).unwrap();
     let size = bytes.len();
+    // The baseline: the same bytes, never signed, no allowed-signers file (mcpsum before #19).
+    let base = ctx.path("unsigned.lock");
+    std::fs::write(&base, &bytes).unwrap();
     let runs = ctx.n(100, 20);
     let starts = ctx.n(40, 10);
     let mut t = Table::new(
@@ -701,7 +704,8 @@ fn bench_sign(ctx: &Ctx) -> Table {
         &format!(
             "The `show` lockfile (20 servers × 100 tools, {:.2} MB), signed by `ssh-keygen -Y sign -n \
              mcpsum` with each key type; \"with\" passes `--allowed-signers` listing the key, \
-             \"without\" has no allowed-signers file (nothing is read). `show`: {runs} wall-time \
+             \"without\" is a copy of the same bytes with no signature and no allowed-signers \
+             file (what mcpsum did before signing existed). `show`: {runs} wall-time \
              runs of each, interleaved. Proxy start: spawn `mcpsum proxy --name server00` (native \
              server), send `initialize`, time to its answer (the check runs before it), {starts} \
              of each, interleaved. In-process: the thread's on-CPU time of \
@@ -740,7 +744,7 @@ fn bench_sign(ctx: &Ctx) -> Table {
         };
         let (mut show_with, mut show_without) = (vec![], vec![]);
         for _ in 0..runs {
-            let mut c = ctx.mcpsum(&lock);
+            let mut c = ctx.mcpsum(&base);
             c.arg("show");
             show_without.push(wall(c));
             let mut c = ctx.mcpsum(&lock);
@@ -750,7 +754,7 @@ fn bench_sign(ctx: &Ctx) -> Table {
         }
         let (mut start_with, mut start_without) = (vec![], vec![]);
         for i in 0..starts * 2 {
-            let mut c = ctx.mcpsum(&lock);
+            let mut c = ctx.mcpsum(if i % 2 == 1 { &lock } else { &base });
             if i % 2 == 1 {
                 with(&mut c);
             }

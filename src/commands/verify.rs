@@ -188,22 +188,17 @@ pub async fn run(
         return Ok(exit);
     }
 
-    // Whether the file is signed, and by whom, on stderr beside the progress: the report on
-    // stdout stays the drift alone, as scripts read it.
+    let mut out = String::new();
+    // Whether the file is signed, and by whom, first: what every server was verified against.
     let mark = match &signature.state {
-        crate::signing::State::Valid(_) => paint(style::OK, "signed"),
-        crate::signing::State::Invalid {
-            reason: crate::signing::Reason::Unsigned,
-            ..
-        } => paint(style::WARN, "unsigned"),
-        crate::signing::State::Invalid { .. } => paint(style::WARN, "signature"),
+        crate::signing::State::Valid(_) => style::OK,
+        crate::signing::State::Invalid { .. } => style::WARN,
     };
-    output::info(&format!(
-        "{mark} `{}`: {}",
-        path.display(),
+    out.push_str(&format!(
+        "{}: {}\n",
+        paint(mark, "signature"),
         output::sanitize_line(&signature.summary())
     ));
-    let mut out = String::new();
     if results.is_empty() {
         out.push_str("no servers locked\n");
     }

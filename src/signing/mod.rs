@@ -90,7 +90,7 @@ impl Trust {
     /// The allowed-signers file in force, if any: `--allowed-signers`, else
     /// `$MCPSUM_ALLOWED_SIGNERS`, else `$XDG_CONFIG_HOME/mcpsum/allowed_signers` (default
     /// `~/.config/mcpsum/allowed_signers`). A file named by the flag or the variable must
-    /// exist; the configuration file is in force only when it exists. One that cannot be read
+    /// exist; the configuration file is in force only when it is there. One that cannot be read
     /// or parsed is an error, never "no anchor": fail closed.
     pub fn anchor(&self) -> Result<Option<Anchor>> {
         let (path, source) = if let Some(p) = &self.flag {
@@ -109,12 +109,11 @@ impl Trust {
         };
         let text = match fs_err::read_to_string(&path) {
             Ok(t) => t,
-            // Only the default place may be absent (a dangling link there is not absent).
-            Err(e)
-                if source == Source::Config
-                    && e.kind() == std::io::ErrorKind::NotFound
-                    && path.symlink_metadata().is_err() =>
-            {
+            // Only the default place may be absent: nothing is there, not even a dangling link,
+            // or a folder on the way cannot be searched (a home that is not this user's, as a
+            // client may pass), so no file of the user's can be there. A file that is there but
+            // cannot be read is an error.
+            Err(_) if source == Source::Config && path.symlink_metadata().is_err() => {
                 return Ok(None);
             }
             Err(e) => {

@@ -355,7 +355,8 @@ fn unsigned_is_refused_only_when_an_anchor_is_in_force() {
     // No allowed-signers file anywhere: nothing changes, and verify says it is not signed.
     w.run(&["show"]).code(0);
     let r = w.run(&["verify"]);
-    r.code(0).stderr_has(&["unsigned", "it is not signed"]);
+    r.code(0)
+        .stdout_has(&["signature: it is not signed (there is no `mcp.lock.sig` beside it)"]);
     let r = w.run(&["verify", "--json"]);
     r.code(0);
     assert_eq!(r.json()["signature"]["state"], "unsigned");
@@ -399,7 +400,7 @@ fn a_lockfile_changed_since_signing_is_refused_and_lock_says_sign_is_next() {
         .stderr_has(&["changed since it was signed"]);
     // Without an anchor, verify reports it and goes on.
     w.run(&["verify"])
-        .stderr_has(&["signature", "changed since it was signed"]);
+        .stdout_has(&["signature: it changed since it was signed"]);
 }
 
 #[test]
@@ -592,8 +593,11 @@ fn verify_reports_the_signer_in_every_format() {
     let fp = key.fingerprint();
     // No anchor: signed, by which key.
     let r = w.run(&["verify"]);
-    r.code(0)
-        .stderr_has(&["signed", &fp, "no allowed-signers file"]);
+    r.code(0).stdout_has(&[
+        "signature: signed by ED25519 key",
+        &fp,
+        "no allowed-signers file",
+    ]);
     let r = w.run(&["verify", "--json"]);
     let sig = &r.code(0).json()["signature"];
     assert_eq!(sig["state"], "valid");
@@ -825,4 +829,49 @@ asyncio.run(main())
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(starts(&transcript), 0);
+}
+
+#[test]
+fn import_into_a_signed_lockfile_says_sign_is_next() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    w.run(&["sign", "--key", key.private.to_str().unwrap()])
+        .code(0);
+    let scenario = w.scenario("other", &example_scenario());
+    let config = w.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"other": {"command": crate::support::PYTHON,
+            "args": [crate::support::fake_server(), scenario]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let r = w.run(&["import", "--from", "servers.json"]);
+    r.code(0).stderr_has(&["no longer matches", "mcpsum sign"]);
+    // Re-signing makes it match again, and a lock that changes nothing says nothing.
+    w.run(&["sign", "--key", key.private.to_str().unwrap()])
+        .code(0);
+    let r = w.run(&["lock", "--name", "other"]);
+    r.code(0);
+    assert!(!r.stderr.contains("no longer matches"), "{}", r.stderr);
+}
+
+#[test]
+fn sign_refuses_a_lockfile_that_fails_validation() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let text = String::from_utf8(w.lock_bytes()).unwrap();
+    w.write_lock(text.replace(
+        "Returns the sum of a and b.",
+        "Returns the sum of a and b, and more.",
+    ));
+    let r = w.run(&["sign", "--key", key.private.to_str().unwrap()]);
+    r.code(2).stderr_has(&["failed validation", "digest"]);
+    assert!(!sig_file(&w).exists());
+    w.write_lock(text);
+    // A key file that is no key.
+    std::fs::write(w.path().join("junk"), "not a key\n").unwrap();
+    let r = w.run(&["sign", "--key", w.path().join("junk").to_str().unwrap()]);
+    r.code(2).stderr_has(&["ssh-keygen -Y sign"]);
+    assert!(!sig_file(&w).exists());
 }
