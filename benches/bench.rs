@@ -702,25 +702,29 @@ fn bench_sign(ctx: &Ctx) -> Table {
     let mut t = Table::new(
         "Signed lockfile: what the signature check adds",
         &format!(
-            "The `show` lockfile (20 servers × 100 tools, {:.2} MB), signed by `ssh-keygen -Y sign -n \
-             mcpsum` with each key type; \"with\" passes `--allowed-signers` listing the key, \
+            "The `show` lockfile (20 servers × 100 tools, {:.2} MB), signed by `mcpsum sign` \
+             with each key type (SHA-256 message hash) and once by a bare `ssh-keygen -Y sign -n \
+             mcpsum` (SHA-512); \"with\" passes `--allowed-signers` listing the key, \
              \"without\" is a copy of the same bytes with no signature and no allowed-signers \
              file (what mcpsum did before signing existed). `show`: {runs} wall-time \
              runs of each, interleaved. Proxy start: spawn `mcpsum proxy --name server00` (native \
              server), send `initialize`, time to its answer (the check runs before it), {starts} \
              of each, interleaved. In-process: the thread's on-CPU time of \
-             `mcpsum::signing::check` (read the signature and allowed signers, SHA-512 of the \
+             `mcpsum::signing::check` (read the signature and allowed signers, hash of the \
              file, verify), median of {runs}. Added = median with − median without.",
             size as f64 / 1e6
         ),
     );
     let err = ctx.path("sign-stderr.log");
-    for (kind, bits) in [
-        ("ed25519", None),
-        ("ecdsa", Some("256")),
-        ("rsa", Some("3072")),
+    // `mcpsum sign` (SHA-256 message hash) with each key type, and one signature as a bare
+    // `ssh-keygen -Y sign` makes it (SHA-512).
+    for (label, kind, bits, by_ssh_keygen) in [
+        ("ed25519", "ed25519", None, false),
+        ("ecdsa", "ecdsa", Some("256"), false),
+        ("rsa", "rsa", Some("3072"), false),
+        ("ed25519, ssh-keygen's SHA-512", "ed25519", None, true),
     ] {
-        let key = ctx.path(&format!("sign_{kind}"));
+        let key = ctx.path(&format!("sign_{kind}_{by_ssh_keygen}"));
         let mut c = Command::new("ssh-keygen");
         c.args(["-q", "-t", kind, "-N", "", "-f"]).arg(&key);
         if let Some(b) = bits {
@@ -728,16 +732,22 @@ fn bench_sign(ctx: &Ctx) -> Table {
         }
         assert!(c.status().unwrap().success(), "ssh-keygen -t {kind}");
         let _ = std::fs::remove_file(ctx.path("sign.lock.sig"));
-        let st = Command::new("ssh-keygen")
-            .args(["-Y", "sign", "-n", "mcpsum", "-f"])
-            .arg(&key)
-            .arg(&lock)
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "ssh-keygen -Y sign");
+        let st = if by_ssh_keygen {
+            Command::new("ssh-keygen")
+                .args(["-Y", "sign", "-n", "mcpsum", "-f"])
+                .arg(&key)
+                .arg(&lock)
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+        } else {
+            let mut c = ctx.mcpsum(&lock);
+            c.arg("sign").arg("--key").arg(&key).stderr(Stdio::null());
+            c.status().unwrap()
+        };
+        assert!(st.success(), "signing with {label}");
         let public = std::fs::read_to_string(format!("{}.pub", key.display())).unwrap();
-        let anchor = ctx.path(&format!("allowed_{kind}"));
+        let anchor = ctx.path(&format!("allowed_{kind}_{by_ssh_keygen}"));
         std::fs::write(&anchor, format!("bench@example.com {public}")).unwrap();
         let with = |c: &mut Command| {
             c.arg("--allowed-signers").arg(&anchor);
@@ -779,7 +789,7 @@ fn bench_sign(ctx: &Ctx) -> Table {
         }
         let added = |w: &[Duration], wo: &[Duration]| ms(median(w)) - ms(median(wo));
         t.row(
-            &format!("`show` added, {kind}"),
+            &format!("`show` added, {label}"),
             fmt_ms(added(&show_with, &show_without)),
             format!(
                 "with {} · without {}",
@@ -790,7 +800,7 @@ fn bench_sign(ctx: &Ctx) -> Table {
             Some(added(&show_with, &show_without) <= 1.0),
         );
         t.row(
-            &format!("proxy start added, {kind}"),
+            &format!("proxy start added, {label}"),
             fmt_ms(added(&start_with, &start_without)),
             format!(
                 "with {} · without {}",
@@ -801,7 +811,7 @@ fn bench_sign(ctx: &Ctx) -> Table {
             Some(added(&start_with, &start_without) <= 1.0),
         );
         t.row(
-            &format!("in-process check, {kind}"),
+            &format!("in-process check, {label}"),
             fmt_ms(ms(median(&check))),
             "–".to_owned(),
             "diagnostic",

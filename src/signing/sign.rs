@@ -5,6 +5,12 @@
 //! (`rsa-sha2-512`): the crate cannot sign with RSA (RustCrypto/SSH issue 387), and an agent
 //! client would be a second protocol implementation for what `ssh-keygen` does in one call.
 //! Either way the result is read back and verified over the same bytes before it is kept.
+//!
+//! The message hash is SHA-256 (`-O hashalg=sha256` for `ssh-keygen`), which PROTOCOL.sshsig
+//! allows beside SHA-512 and `ssh-keygen -Y verify` accepts: every reader hashes the whole
+//! lockfile on every `show` and proxy start, and SHA-256 runs on the CPU's SHA extensions at about
+//! twice SHA-512's speed (BENCHMARKS.md). A SHA-512 signature (`ssh-keygen -Y sign`'s default) is
+//! accepted too.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,7 +78,7 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
             match PrivateKey::from_openssh(&text) {
                 Ok(private) if !private.is_encrypted() && in_process(&private) => {
                     let sig = private
-                        .sign(NAMESPACE, HashAlg::Sha512, bytes)
+                        .sign(NAMESPACE, HashAlg::Sha256, bytes)
                         .map_err(|e| {
                             Error::new(format!("cannot sign with `{}`", path.display())).cause(e)
                         })?;
@@ -139,7 +145,7 @@ fn parse_public(text: &str) -> std::result::Result<PublicKey, ssh_key::Error> {
 /// stdout. It reads a passphrase from the terminal itself, and uses the agent for a public key.
 fn ssh_keygen(bytes: &[u8], key: &Path) -> Result<String> {
     let mut child = std::process::Command::new("ssh-keygen")
-        .args(["-Y", "sign", "-n", NAMESPACE, "-f"])
+        .args(["-Y", "sign", "-n", NAMESPACE, "-O", "hashalg=sha256", "-f"])
         .arg(key)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -148,7 +154,7 @@ fn ssh_keygen(bytes: &[u8], key: &Path) -> Result<String> {
         .map_err(|e| {
             Error::new("cannot run `ssh-keygen`")
                 .cause(e)
-                .hint("install OpenSSH's `ssh-keygen` (8.2 or later): RSA keys and keys held by `ssh-agent` sign through it; Ed25519 and ECDSA key files sign without it")
+                .hint("install OpenSSH's `ssh-keygen` (8.9 or later): RSA keys and keys held by `ssh-agent` sign through it; Ed25519 and ECDSA key files sign without it")
         })?;
     let stdin = child.stdin.take();
     // Written from a thread: the pipe holds less than a large lockfile.
