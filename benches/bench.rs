@@ -7,7 +7,7 @@
 //! cargo bench --bench bench -- --quick --only proxy,sandbox           # fewer iterations, some areas
 //! ```
 //!
-//! Areas: `canon`, `show`, `lock`, `verify`, `proxy`, `sandbox`, `egress`. The bench drives the
+//! Areas: `canon`, `show`, `sign`, `lock`, `verify`, `proxy`, `sandbox`, `egress`. The bench drives the
 //! release binary `target/release/mcpsum` as a subprocess (`egress`: the egress crate's example
 //! `target/release/examples/bench`). Servers: the scriptable Python fake
 //! (`tests/servers/mcp_fake.py`) and a native server built into this bench binary
@@ -677,6 +677,147 @@ fn bench_taint(ctx: &Ctx) -> Table {
         "≤ 20 µs",
         Some(check <= 20.0),
     );
+    t
+}
+
+/// What checking the lockfile's signature adds to `show` and to the proxy's start (issue 19):
+/// the same runs with and without an allowed-signers file in force, interleaved.
+fn bench_sign(ctx: &Ctx) -> Table {
+    eprintln!("== sign (signature check in show and proxy start)");
+    let lock = ctx.path("sign.lock");
+    let argv = ctx.native_argv(&["--tools", "98"]);
+    std::thread::scope(|s| {
+        for i in 0..20 {
+            let (argv, lock) = (&argv, &lock);
+            s.spawn(move || ctx.lock(lock, &format!("server{i:02}"), None, argv));
+        }
+    });
+    let bytes = std::fs::read(&lock).unwrap();
+    let size = bytes.len();
+    // The baseline: the same bytes, never signed, no allowed-signers file (mcpsum before #19).
+    let base = ctx.path("unsigned.lock");
+    std::fs::write(&base, &bytes).unwrap();
+    let runs = ctx.n(100, 20);
+    let starts = ctx.n(40, 10);
+    let mut t = Table::new(
+        "Signed lockfile: what the signature check adds",
+        &format!(
+            "The `show` lockfile (20 servers × 100 tools, {:.2} MB), signed by `mcpsum sign` \
+             with each key type (SHA-256 message hash) and once by a bare `ssh-keygen -Y sign -n \
+             mcpsum` (SHA-512); \"with\" passes `--allowed-signers` listing the key, \
+             \"without\" is a copy of the same bytes with no signature and no allowed-signers \
+             file (what mcpsum did before signing existed). `show`: {runs} wall-time \
+             runs of each, interleaved. Proxy start: spawn `mcpsum proxy --name server00` (native \
+             server), send `initialize`, time to its answer (the check runs before it), {starts} \
+             of each, interleaved. In-process: the thread's on-CPU time of \
+             `mcpsum::signing::check` (read the signature and allowed signers, hash of the \
+             file, verify), median of {runs}. Added = median with − median without.",
+            size as f64 / 1e6
+        ),
+    );
+    let err = ctx.path("sign-stderr.log");
+    // `mcpsum sign` (SHA-256 message hash) with each key type, and one signature as a bare
+    // `ssh-keygen -Y sign` makes it (SHA-512).
+    for (label, kind, bits, by_ssh_keygen) in [
+        ("ed25519", "ed25519", None, false),
+        ("ecdsa", "ecdsa", Some("256"), false),
+        ("rsa", "rsa", Some("3072"), false),
+        ("ed25519, ssh-keygen's SHA-512", "ed25519", None, true),
+    ] {
+        let key = ctx.path(&format!("sign_{kind}_{by_ssh_keygen}"));
+        let mut c = Command::new("ssh-keygen");
+        c.args(["-q", "-t", kind, "-N", "", "-f"]).arg(&key);
+        if let Some(b) = bits {
+            c.args(["-b", b]);
+        }
+        assert!(c.status().unwrap().success(), "ssh-keygen -t {kind}");
+        let _ = std::fs::remove_file(ctx.path("sign.lock.sig"));
+        let st = if by_ssh_keygen {
+            Command::new("ssh-keygen")
+                .args(["-Y", "sign", "-n", "mcpsum", "-f"])
+                .arg(&key)
+                .arg(&lock)
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+        } else {
+            let mut c = ctx.mcpsum(&lock);
+            c.arg("sign").arg("--key").arg(&key).stderr(Stdio::null());
+            c.status().unwrap()
+        };
+        assert!(st.success(), "signing with {label}");
+        let public = std::fs::read_to_string(format!("{}.pub", key.display())).unwrap();
+        let anchor = ctx.path(&format!("allowed_{kind}_{by_ssh_keygen}"));
+        std::fs::write(&anchor, format!("bench@example.com {public}")).unwrap();
+        let with = |c: &mut Command| {
+            c.arg("--allowed-signers").arg(&anchor);
+        };
+        let (mut show_with, mut show_without) = (vec![], vec![]);
+        for _ in 0..runs {
+            let mut c = ctx.mcpsum(&base);
+            c.arg("show");
+            show_without.push(wall(c));
+            let mut c = ctx.mcpsum(&lock);
+            with(&mut c);
+            c.arg("show");
+            show_with.push(wall(c));
+        }
+        let (mut start_with, mut start_without) = (vec![], vec![]);
+        for i in 0..starts * 2 {
+            let mut c = ctx.mcpsum(if i % 2 == 1 { &lock } else { &base });
+            if i % 2 == 1 {
+                with(&mut c);
+            }
+            c.args(["proxy", "--name", "server00"]);
+            let t0 = Instant::now();
+            let mut p = Peer::spawn(c, &err);
+            p.initialize();
+            let d = t0.elapsed();
+            p.close();
+            if i % 2 == 1 {
+                start_with.push(d);
+            } else {
+                start_without.push(d);
+            }
+        }
+        let trust = mcpsum::signing::Trust::new(Some(anchor.clone()));
+        let mut check = vec![];
+        for _ in 0..runs {
+            let t0 = thread_cpu();
+            std::hint::black_box(mcpsum::signing::check(&lock, &bytes, &trust).unwrap());
+            check.push(thread_cpu() - t0);
+        }
+        let added = |w: &[Duration], wo: &[Duration]| ms(median(w)) - ms(median(wo));
+        t.row(
+            &format!("`show` added, {label}"),
+            fmt_ms(added(&show_with, &show_without)),
+            format!(
+                "with {} · without {}",
+                fmt_ms(ms(median(&show_with))),
+                fmt_ms(ms(median(&show_without)))
+            ),
+            "≤ 1 ms",
+            Some(added(&show_with, &show_without) <= 1.0),
+        );
+        t.row(
+            &format!("proxy start added, {label}"),
+            fmt_ms(added(&start_with, &start_without)),
+            format!(
+                "with {} · without {}",
+                fmt_ms(ms(median(&start_with))),
+                fmt_ms(ms(median(&start_without)))
+            ),
+            "≤ 1 ms",
+            Some(added(&start_with, &start_without) <= 1.0),
+        );
+        t.row(
+            &format!("in-process check, {label}"),
+            fmt_ms(ms(median(&check))),
+            "–".to_owned(),
+            "diagnostic",
+            None,
+        );
+    }
     t
 }
 
@@ -1869,6 +2010,9 @@ fn main() {
     }
     if want("show") {
         tables.push(bench_show(&ctx));
+    }
+    if want("sign") {
+        tables.push(bench_sign(&ctx));
     }
     if want("lock") {
         tables.push(bench_lock(&ctx));

@@ -5,7 +5,7 @@
 #
 #   scripts/bench.sh                 # full run (~3 min after the build), writes BENCHMARKS.md
 #   scripts/bench.sh --quick         # fewer iterations
-#   scripts/bench.sh --only proxy    # some areas: canon,taint,show,lock,verify,proxy,sandbox,egress
+#   scripts/bench.sh --only proxy    # some areas: canon,taint,show,sign,lock,verify,proxy,sandbox,egress
 #   BENCH_OUT=/tmp/b.md scripts/bench.sh   # write elsewhere
 #
 # Needs Linux, /usr/bin/python3 (the fake server) and, for the sandbox area, what

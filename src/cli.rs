@@ -18,6 +18,10 @@ pub struct Cli {
     /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).
     #[arg(long, global = true, value_name = "PATH")]
     pub lockfile: Option<PathBuf>,
+    /// The allowed-signers file that makes a signed lockfile mandatory (default:
+    /// `$MCPSUM_ALLOWED_SIGNERS`, else `$XDG_CONFIG_HOME/mcpsum/allowed_signers` if it exists).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
     /// When to use colour (`NO_COLOR` is honoured).
     #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
@@ -73,6 +77,12 @@ pub enum Command {
         after_help = "Exit status: 0 clean or informational drift only, 1 definitional drift\n(or informational with --strict), 2 could not verify; the same in every --format.\n\nExamples:\n  mcpsum verify\n  mcpsum verify --name time --strict --json\n  mcpsum verify --format github                 # annotations in a GitHub Actions job\n  mcpsum verify --format sarif > mcpsum.sarif   # for code scanning"
     )]
     Verify(VerifyArgs),
+    /// Sign the lockfile with an SSH key: write `mcp.lock.sig` beside it.
+    #[command(
+        long_about = "Sign the lockfile with an SSH key: write `mcp.lock.sig` beside it.\n\nThe signature is an SSH signature (SSHSIG, namespace `mcpsum`) over the lockfile's exact bytes,\nso `ssh-keygen -Y verify -n mcpsum` checks it too. Once an allowed-signers file is in force\n(`--allowed-signers`, `MCPSUM_ALLOWED_SIGNERS`, or `~/.config/mcpsum/allowed_signers`), `verify`,\n`show`, `proxy`, `sandbox test` and `suggest-policy` refuse a lockfile without a valid signature by\na key it lists for namespace `mcpsum`.",
+        after_help = "Examples:\n  mcpsum sign --key ~/.ssh/id_ed25519\n  mcpsum sign --key ~/.ssh/id_rsa.pub          # the key in ssh-agent signs\n  mcpsum sign                                 # git's user.signingkey (gpg.format ssh)\n\nssh-keygen checks it too:\n  ssh-keygen -Y verify -n mcpsum -f allowed_signers -I alice@example.com -s mcp.lock.sig < mcp.lock"
+    )]
+    Sign(SignArgs),
     /// Show what the lockfile pins.
     #[command(after_help = "Examples:\n  mcpsum show\n  mcpsum show --name time --json")]
     Show(ShowArgs),
@@ -120,6 +130,15 @@ pub enum Command {
         after_help = "The log is `audit.jsonl` in the state directory (`$MCPSUM_STATE_DIR`, else\n`$XDG_STATE_HOME/mcpsum`, else `~/.local/state/mcpsum`). Times are UTC.\n\nExamples:\n  mcpsum audit --since 2h\n  mcpsum audit --server time --follow\n  mcpsum audit --session 4242-123456 --json | jq .event"
     )]
     Audit(AuditArgs),
+}
+
+/// `mcpsum sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The key: a private key file (Ed25519, ECDSA, RSA), or a public key file whose private
+    /// half is in the running `ssh-agent` (default: git's `user.signingkey`).
+    #[arg(long, value_name = "PATH")]
+    pub key: Option<PathBuf>,
 }
 
 /// `mcpsum completions`.

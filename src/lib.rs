@@ -30,6 +30,7 @@ pub mod proxy;
 pub mod proxy_start;
 pub mod sandboxing;
 pub mod session;
+pub mod signing;
 pub mod taint;
 
 pub use error::{Error, Exit, Result};
@@ -37,15 +38,19 @@ pub use error::{Error, Exit, Result};
 /// Runs the parsed command line and returns the exit status.
 pub async fn run(cli: cli::Cli) -> Result<Exit> {
     let lockfile = cli.lockfile.as_deref();
+    let trust = signing::Trust::new(cli.allowed_signers.clone());
     match &cli.command {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
-        cli::Command::Verify(a) => commands::verify::run(lockfile, a).await,
+        cli::Command::Verify(a) => commands::verify::run(lockfile, a, &trust).await,
         cli::Command::Remove(a) => commands::remove::run(lockfile, a),
         cli::Command::Diff(a) => json_on_error(a.json, commands::diff::run(lockfile, a)),
         cli::Command::Doctor(a) => commands::doctor::run(lockfile, a),
-        cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a)),
+        cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a, &trust)),
+        cli::Command::Sign(a) => commands::sign::run(lockfile, a, &trust),
         cli::Command::Import(a) => commands::import::run(lockfile, a).await,
-        cli::Command::SuggestPolicy(a) => commands::taint::suggest(lockfile, &a.name, a.write),
+        cli::Command::SuggestPolicy(a) => {
+            commands::taint::suggest(lockfile, &a.name, a.write, &trust)
+        }
         cli::Command::Taint(cli::TaintCommand::List {
             json,
             active,
@@ -56,14 +61,14 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         }
         cli::Command::Audit(a) => commands::audit::run(a).await,
         cli::Command::Sandbox(cli::SandboxCommand::Test(a)) => {
-            json_on_error(a.json, commands::sandbox::run(lockfile, a).await)
+            json_on_error(a.json, commands::sandbox::run(lockfile, a, &trust).await)
         }
         cli::Command::Sandbox(cli::SandboxCommand::Suggest(a)) => {
             json_on_error(a.json, commands::sandbox::suggest(lockfile, a))
         }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),
-        cli::Command::Proxy(a) => commands::proxy::run(lockfile, a).await,
+        cli::Command::Proxy(a) => commands::proxy::run(lockfile, a, trust).await,
     }
 }
 
@@ -110,7 +115,8 @@ pub fn main() -> std::process::ExitCode {
     crate::output::init(color, cli.quiet, cli.verbose);
     // `show` only reads the lockfile: no runtime, no children to look after.
     if let cli::Command::Show(args) = &cli.command {
-        let result = commands::show::run(cli.lockfile.as_deref(), args);
+        let trust = signing::Trust::new(cli.allowed_signers.clone());
+        let result = commands::show::run(cli.lockfile.as_deref(), args, &trust);
         return exit_code(json_on_error(args.json, result));
     }
     run_async(cli)

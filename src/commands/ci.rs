@@ -42,12 +42,20 @@ pub struct Report<'a> {
     pub exit: Exit,
     /// Each verified server and what happened to it, by name.
     pub results: &'a [(String, Outcome)],
+    /// The lockfile's signature.
+    pub signature: &'a crate::signing::Status,
 }
 
 /// The report as a SARIF 2.1.0 log (pretty JSON and a newline).
 pub fn sarif(report: &Report<'_>) -> String {
     let target = Target::of(report.lockfile, report.cwd);
-    sarif_log(findings(report), Some(&target), report.exit, report.strict)
+    sarif_log(
+        findings(report),
+        Some(&target),
+        report.exit,
+        report.strict,
+        Some(&report.signature.to_ci_json()),
+    )
 }
 
 /// The report of a run that verified nothing because the lockfile could not be found, read or
@@ -57,6 +65,7 @@ pub fn not_run(
     sarif: bool,
     lockfile: Option<&Path>,
     cwd: Option<&Path>,
+    signature: Option<&Value>,
     err: &crate::Error,
 ) -> String {
     let target = lockfile.map(|l| Target::of(l, cwd));
@@ -77,7 +86,13 @@ pub fn not_run(
         properties: Map::new(),
     };
     if sarif {
-        sarif_log(vec![finding], target.as_ref(), Exit::CannotRun, false)
+        sarif_log(
+            vec![finding],
+            target.as_ref(),
+            Exit::CannotRun,
+            false,
+            signature,
+        )
     } else {
         github_lines(vec![finding], target.as_ref())
     }
@@ -95,7 +110,13 @@ fn error_position(text: &str, lockfile: &Path) -> Option<Position> {
     })
 }
 
-fn sarif_log(findings: Vec<Finding>, target: Option<&Target>, exit: Exit, strict: bool) -> String {
+fn sarif_log(
+    findings: Vec<Finding>,
+    target: Option<&Target>,
+    exit: Exit,
+    strict: bool,
+    signature: Option<&Value>,
+) -> String {
     let rules = rules();
     let results: Vec<Value> = findings
         .into_iter()
@@ -151,7 +172,7 @@ fn sarif_log(findings: Vec<Finding>, target: Option<&Target>, exit: Exit, strict
             }],
             "columnKind": "utf16CodeUnits",
             "results": results,
-            "properties": {"strict": strict},
+            "properties": {"strict": strict, "signature": signature},
         }],
     });
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -184,6 +205,15 @@ pub fn github(report: &Report<'_>) -> String {
     if report.results.is_empty() {
         out.push_str("no servers locked\n");
     }
+    // mcpsum's words around a fingerprint, a key type and the principals of the reader's own
+    // allowed-signers file: made one plain line so that nothing in it starts a command.
+    let sig = report.signature;
+    out.push_str(&sanitize_line(&format!(
+        "signature {}: {}",
+        sig.state_name(),
+        sig.summary()
+    )));
+    out.push('\n');
     out
 }
 

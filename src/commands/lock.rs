@@ -21,7 +21,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
     }
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
-    lock_at(&path, args).await
+    let exit = lock_at(&path, args).await?;
+    crate::signing::warn_if_stale(&path);
+    Ok(exit)
 }
 
 /// `lock --all`: every entry re-locked with its recorded command, all at once. Each one lands

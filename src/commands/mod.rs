@@ -11,6 +11,7 @@ pub mod remove;
 pub mod sandbox;
 pub mod shell;
 pub mod show;
+pub mod sign;
 pub mod taint;
 pub mod verify;
 

@@ -8,12 +8,17 @@ use crate::error::{Error, Exit, Result};
 use crate::output;
 
 /// Runs `mcpsum proxy`: the proxy, and what its client is told when it cannot start.
-pub async fn run(lockfile: Option<&std::path::Path>, args: &ProxyArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile: Option<&std::path::Path>,
+    args: &ProxyArgs,
+    trust: crate::signing::Trust,
+) -> Result<Exit> {
     let opts = crate::proxy::ProxyOptions {
         name: args.name.clone(),
         max_message: args.max_message_bytes,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
         learn: args.learn,
+        trust,
     };
     let result = match crate::paths::find_lockfile(lockfile) {
         Ok(Some(_)) => crate::proxy::run(lockfile, &opts).await,

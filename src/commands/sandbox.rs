@@ -23,9 +23,13 @@ pub fn weaken_for_tests(f: fn(&mut mcpsum_sandbox::SandboxPlan)) {
 }
 
 /// Runs `sandbox test`.
-pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &SandboxTestArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &SandboxTestArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    let (lock, _) = crate::signing::load(&path, trust)?;
     let entry = super::entry(&lock, &path, &args.name)?;
     let Some(policy) = entry.sandbox() else {
         return Err(

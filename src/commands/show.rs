@@ -10,11 +10,18 @@ use crate::output::{self, paint_stdout, sanitize_line, style};
 use crate::paths;
 
 /// Runs `show`.
-pub fn run(lockfile_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<Exit> {
+pub fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &ShowArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
+    let bytes = lockfile::read_bytes(&path)?;
+    // What the lock pins is shown only from a lockfile the allowed signers accept.
+    crate::signing::enforce(&path, &bytes, trust)?;
     // Only names, keys and annotations of items are shown: a summary of each is enough, and
     // reading one costs a fraction of building the item (every digest is still checked).
-    let lock = lockfile::load_summary(&path)?;
+    let lock = lockfile::load_summary_from_bytes(&path, &bytes)?;
     let selected: Vec<(&String, &Entry)> = match &args.name {
         Some(name) => vec![(name, super::entry(&lock, &path, name)?)],
         None => lock.servers.iter().collect(),

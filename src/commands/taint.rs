@@ -11,9 +11,14 @@ use crate::{lockfile, paths, taint};
 /// `suggest-policy --name NAME [--write]`: JSON on stdout, reasons on stderr; with `--write`,
 /// the labels are also added to the entry's `policy.taint` (kept labels stay, new ones join
 /// them), under the advisory lock on a fresh read, as `lock` writes.
-pub fn suggest(lockfile_flag: Option<&std::path::Path>, name: &str, write: bool) -> Result<Exit> {
+pub fn suggest(
+    lockfile_flag: Option<&std::path::Path>,
+    name: &str,
+    write: bool,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    let (lock, _) = crate::signing::load(&path, trust)?;
     let entry = super::entry(&lock, &path, name)?;
     let (policy, reasons) = taint::suggest(entry);
     output::info(&format!(

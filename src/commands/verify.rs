@@ -18,7 +18,13 @@ pub use super::ci::Outcome;
 /// JSON document. Its keys are those of the normal `--json` report (no server was verified, so
 /// `servers` is empty) plus the run's own `error`, `details` and `hint`, named as a failed
 /// server's are.
-fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err: Error) -> Error {
+fn not_run(
+    format: Format,
+    strict: bool,
+    lockfile: Option<&std::path::Path>,
+    signature: Option<&crate::signing::Status>,
+    err: Error,
+) -> Error {
     match format {
         Format::Sarif | Format::Github => {
             let cwd = std::env::current_dir().ok();
@@ -26,6 +32,7 @@ fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err
                 format == Format::Sarif,
                 lockfile,
                 cwd.as_deref(),
+                signature.map(crate::signing::Status::to_ci_json).as_ref(),
                 &err,
             ));
         }
@@ -33,6 +40,7 @@ fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err
             "lockfile": lockfile.map(|p| p.display().to_string()),
             "strict": strict,
             "exitCode": err.exit() as i32,
+            "signature": signature.map(crate::signing::Status::to_json),
             "servers": [],
             "error": err.one_line(),
             "details": err.detail_lines(),
@@ -44,23 +52,38 @@ fn not_run(format: Format, strict: bool, lockfile: Option<&std::path::Path>, err
 }
 
 /// Runs `verify`.
-pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &VerifyArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let format = if args.json { Format::Json } else { args.format };
     let path = paths::require_lockfile(lockfile_flag)
-        .map_err(|e| not_run(format, args.strict, None, e))?;
-    // One read: the CI formats point at lines of the very bytes that were verified.
-    let (bytes, lock) = lockfile::read_bytes(&path)
-        .and_then(|bytes| {
-            let lock = lockfile::load_from_bytes(&path, &bytes)?;
-            Ok((bytes, lock))
-        })
-        .map_err(|e| not_run(format, args.strict, Some(&path), e))?;
+        .map_err(|e| not_run(format, args.strict, None, None, e))?;
+    // One read: the signature is checked over, and the CI formats point at lines of, the very
+    // bytes that were verified.
+    let bytes = lockfile::read_bytes(&path)
+        .map_err(|e| not_run(format, args.strict, Some(&path), None, e))?;
+    let signature = crate::signing::inspect(&path, &bytes, trust)
+        .map_err(|e| not_run(format, args.strict, Some(&path), None, e))?;
+    // With an allowed-signers file in force, no server runs from a lockfile it does not accept.
+    if let Some(e) = signature.refusal(&path) {
+        return Err(not_run(
+            format,
+            args.strict,
+            Some(&path),
+            Some(&signature),
+            e,
+        ));
+    }
+    let lock = lockfile::load_from_bytes(&path, &bytes)
+        .map_err(|e| not_run(format, args.strict, Some(&path), Some(&signature), e))?;
     let names: Vec<String> = if args.name.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
         for n in &args.name {
             super::entry(&lock, &path, n)
-                .map_err(|e| not_run(format, args.strict, Some(&path), e))?;
+                .map_err(|e| not_run(format, args.strict, Some(&path), Some(&signature), e))?;
         }
         let mut n = args.name.clone();
         n.sort();
@@ -149,6 +172,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
             strict: args.strict,
             exit,
             results: &results,
+            signature: &signature,
         };
         output::stdout(&if format == Format::Sarif {
             super::ci::sarif(&report)
@@ -174,12 +198,26 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &VerifyArgs) -> 
                 Outcome::Failed(e) => json!({"name": name, "status": "error", "error": e.one_line(), "hint": e.hint_text()}),
             })
             .collect();
-        let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "servers": servers});
+        let doc = json!({"lockfile": path.display().to_string(), "strict": args.strict, "exitCode": exit as i32, "signature": signature.to_json(), "servers": servers});
         output::stdout_json(&doc);
         return Ok(exit);
     }
 
     let mut out = String::new();
+    // Whether the file is signed, and by whom, first: what every server was verified against.
+    let mark = match &signature.state {
+        crate::signing::State::Valid(_) => style::OK,
+        crate::signing::State::Invalid { .. } => style::WARN,
+    };
+    // `-q` prints only what needs attention: a signature that is required and not valid was
+    // refused above.
+    if !output::quiet() {
+        out.push_str(&format!(
+            "{}: {}\n",
+            paint(mark, "signature"),
+            output::sanitize_line(&signature.summary())
+        ));
+    }
     if results.is_empty() {
         out.push_str("no servers locked\n");
     }

@@ -21,7 +21,7 @@ pub use digest::{DigestMap, Sha256Digest};
 pub(crate) use read::parse_sandbox_policy;
 pub use read::{
     FileBytes, check_entry, load, load_from_bytes, load_optional, load_optional_with_bytes,
-    load_summary, read_bytes, reload_optional,
+    load_summary, load_summary_from_bytes, read_bytes, reload_optional,
 };
 pub use span::{Locator, Position, Span};
 pub use write::{LockGuard, refuse_symlink, to_bytes, write_atomic};

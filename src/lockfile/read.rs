@@ -238,13 +238,17 @@ fn parse_as<I: LockedItem>(bytes: &[u8]) -> Option<(Lockfile<I>, Vec<String>)> {
 /// Reads and validates the lockfile at `path` as [`load`] does, holding each item as an
 /// [`ItemSummary`]: what `show` prints, read and checked without building the items' trees.
 pub fn load_summary(path: &Path) -> Result<Lockfile<ItemSummary>> {
-    let bytes = read_bytes(path)?;
-    if let Some((lock, problems)) = parse_as::<ItemSummary>(&bytes) {
-        return checked(path, &bytes, lock, problems);
+    load_summary_from_bytes(path, &read_bytes(path)?)
+}
+
+/// [`load_summary`] of bytes already read (`path` is only used in messages).
+pub fn load_summary_from_bytes(path: &Path, bytes: &[u8]) -> Result<Lockfile<ItemSummary>> {
+    if let Some((lock, problems)) = parse_as::<ItemSummary>(bytes) {
+        return checked(path, bytes, lock, problems);
     }
     // Not well-formed: the full reading says what is wrong and where. (It accepts exactly what
     // the reading above accepts, so it returns an error; its result is used should it not.)
-    let lock = load_from_bytes(path, &bytes)?;
+    let lock = load_from_bytes(path, bytes)?;
     Ok(Lockfile {
         lockfile_version: lock.lockfile_version,
         generator: lock.generator,

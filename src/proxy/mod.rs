@@ -90,12 +90,16 @@ pub struct ProxyOptions {
     pub timeout: Duration,
     /// Learn mode: how the server is launched (`crate::learning`), nothing else changes here.
     pub learn: bool,
+    /// Where the allowed-signers file that may require a signed lockfile is looked for.
+    pub trust: crate::signing::Trust,
 }
 
 /// Runs the proxy until the client leaves or the server exits.
 pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -> Result<Exit> {
     let path = crate::paths::require_lockfile(lockfile_flag)?;
-    let lock = lockfile::load(&path)?;
+    // Refused before any server starts; the client's requests get the reason
+    // (`commands::proxy`).
+    let (lock, signature) = crate::signing::load(&path, &opts.trust)?;
     let entry = crate::launch::entry(&lock, &path, &opts.name)?.clone();
     drop(lock);
     let state_dir = crate::paths::ensure_state_dir()?;
@@ -284,7 +288,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     };
     proxy.audit.note(
         "start",
-        json!({"pid": conn.process.child.id(), "era": era_name(live.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid}),
+        json!({"pid": conn.process.child.id(), "era": era_name(live.era), "duration_ms": started.elapsed().as_millis() as u64, "client_pid": session.client_pid, "signature": signature.state_name(), "signer": signature.signer().map(|s| &s.fingerprint)}),
     );
     // Lines that were not JSON-RPC during the start were warned of by the connection.
     for what in conn.take_skipped() {

@@ -312,7 +312,10 @@ fn informational_drift_is_a_note_and_a_warning_under_strict() {
     let w = locked();
     let (_, _, clean, gh) = verify_all(&w, &[], 0);
     assert_eq!(results(&clean), &Vec::<Value>::new());
-    assert_eq!(gh.stdout, "ok drifty: clean\n");
+    assert_eq!(
+        gh.stdout,
+        "ok drifty: clean\nsignature unsigned: it is not signed (there is no `mcp.lock.sig` beside it)\n"
+    );
 
     let mut s = base();
     s["serverInfo"]["version"] = json!("1.0.1");
@@ -371,7 +374,8 @@ fn a_server_that_fails_to_start_is_a_result_on_its_entry() {
         [
             "error broken: could not verify",
             "ok calm: clean",
-            "ok drifty: clean"
+            "ok drifty: clean",
+            "signature unsigned: it is not signed (there is no `mcp.lock.sig` beside it)"
         ]
     );
     assert!(
@@ -506,8 +510,9 @@ fn github_annotations_escape_server_text() {
     w.scenario("drifty", &s);
     let (_, _, _, gh) = verify_all(&w, &[], 1);
     let lines: Vec<&str> = gh.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", gh.stdout);
+    assert_eq!(lines.len(), 4, "{}", gh.stdout);
     assert_eq!(lines[2], "drift drifty: definitional drift");
+    assert!(lines[3].starts_with("signature unsigned: "), "{}", lines[3]);
 
     let lock_text = String::from_utf8(w.lock_bytes()).unwrap();
     let mut seen = Vec::new();

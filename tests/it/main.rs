@@ -33,6 +33,7 @@ mod relock;
 mod roundtrip;
 #[cfg(target_os = "linux")]
 mod sandbox;
+mod sign;
 mod support;
 mod taint;
 mod terminal;

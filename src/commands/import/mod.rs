@@ -111,6 +111,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
         }
     }
 
+    crate::signing::warn_if_stale(&lockfile);
     let rewrites = rewrites(&files, &plan, &program, &lockfile, |n| locked.contains(n));
     if !args.write {
         for r in &rewrites {

@@ -1,0 +1,186 @@
+//! Making a lockfile signature. An unencrypted Ed25519 or ECDSA private key file signs in-process
+//! with the `ssh-key` crate: no other program runs, nothing leaves the process. Everything else
+//! goes through `ssh-keygen -Y sign`, the reference implementation, which already knows how to
+//! ask for a passphrase, use the running `ssh-agent` for a public key, or sign with RSA
+//! (`rsa-sha2-512`): the crate cannot sign with RSA (RustCrypto/SSH issue 387), and an agent
+//! client would be a second protocol implementation for what `ssh-keygen` does in one call.
+//! Either way the result is read back and verified over the same bytes before it is kept.
+//!
+//! The message hash is SHA-256 (`-O hashalg=sha256` for `ssh-keygen`), which PROTOCOL.sshsig
+//! allows beside SHA-512 and `ssh-keygen -Y verify` accepts: every reader hashes the whole
+//! lockfile on every `show` and proxy start, and SHA-256 runs on the CPU's SHA extensions at about
+//! twice SHA-512's speed (BENCHMARKS.md). A SHA-512 signature (`ssh-keygen -Y sign`'s default) is
+//! accepted too.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
+
+use super::{NAMESPACE, Signer};
+use crate::error::{Error, Result};
+
+/// The key to sign with.
+#[derive(Debug, Clone)]
+pub enum Key {
+    /// A private key file, or a public key file whose private half the agent holds.
+    File(PathBuf),
+    /// A public key given as text (git's `user.signingkey = key::ssh-ed25519 AAAA...`).
+    Literal(String),
+}
+
+/// How a signature was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// In this process, from the private key file.
+    InProcess,
+    /// By `ssh-keygen -Y sign` with the private key file.
+    SshKeygen,
+    /// By `ssh-keygen -Y sign` with a public key: the agent signed.
+    Agent,
+}
+
+/// An armored signature and who made it.
+#[derive(Debug)]
+pub struct Signed {
+    /// The `-----BEGIN SSH SIGNATURE-----` text, with a trailing newline.
+    pub pem: String,
+    /// The key that signed.
+    pub signer: Signer,
+    /// How.
+    pub method: Method,
+}
+
+/// Signs `bytes` with `key` for namespace `mcpsum` and checks the result.
+pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
+    let (pem, expected, method) = match key {
+        Key::Literal(text) => {
+            let public = parse_public(text).map_err(|e| {
+                Error::new("git's `user.signingkey` is not an SSH public key")
+                    .cause(e)
+                    .hint(
+                        "set it to a key file or `key::ssh-ed25519 AAAA...`, or pass `--key PATH`",
+                    )
+            })?;
+            let dir = tempfile::tempdir()
+                .map_err(|e| Error::new("cannot create a temporary directory").cause(e))?;
+            let file = dir.path().join("signing_key.pub");
+            fs_err::write(&file, format!("{}\n", text.trim()))
+                .map_err(|e| Error::new("cannot write the public key for `ssh-keygen`").cause(e))?;
+            (ssh_keygen(bytes, &file)?, Some(public), Method::Agent)
+        }
+        Key::File(path) => {
+            let text = fs_err::read_to_string(path).map_err(|e| {
+                Error::new(format!("cannot read the key `{}`", path.display()))
+                    .cause(std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string))
+                    .hint("pass a private key file, or a public key file whose key is in `ssh-agent`, to `--key`")
+            })?;
+            match PrivateKey::from_openssh(&text) {
+                Ok(private) if !private.is_encrypted() && in_process(&private) => {
+                    let sig = private
+                        .sign(NAMESPACE, HashAlg::Sha256, bytes)
+                        .map_err(|e| {
+                            Error::new(format!("cannot sign with `{}`", path.display())).cause(e)
+                        })?;
+                    let pem = sig
+                        .to_pem(LineEnding::LF)
+                        .map_err(|e| Error::new("cannot encode the signature").cause(e))?;
+                    (pem, Some(private.public_key().clone()), Method::InProcess)
+                }
+                // RSA, an encrypted key (ssh-keygen asks for the passphrase), a security key.
+                Ok(private) => (
+                    ssh_keygen(bytes, path)?,
+                    Some(private.public_key().clone()),
+                    Method::SshKeygen,
+                ),
+                Err(_) => match parse_public(&text) {
+                    Ok(public) => (ssh_keygen(bytes, path)?, Some(public), Method::Agent),
+                    // A PEM or PKCS#8 private key: ssh-keygen reads those too.
+                    Err(_) => (ssh_keygen(bytes, path)?, None, Method::SshKeygen),
+                },
+            }
+        }
+    };
+    let sig = SshSig::from_pem(&pem)
+        .map_err(|e| Error::new("the signature made is not an SSH signature").cause(e))?;
+    if let Some(expected) = &expected
+        && sig.public_key() != expected.key_data()
+    {
+        return Err(
+            Error::new("the signature was made by another key than the one asked for")
+                .hint("check which keys `ssh-agent` holds (`ssh-add -L`)"),
+        );
+    }
+    PublicKey::from(sig.public_key().clone())
+        .verify(NAMESPACE, bytes, &sig)
+        .map_err(|e| Error::new("the signature made does not verify").cause(e))?;
+    let mut pem = pem;
+    if !pem.ends_with('\n') {
+        pem.push('\n');
+    }
+    Ok(Signed {
+        signer: Signer::of(sig.public_key()),
+        pem,
+        method,
+    })
+}
+
+/// Ed25519 and ECDSA (P-256, P-384) sign here, deterministically (RFC 8032, RFC 6979).
+fn in_process(key: &PrivateKey) -> bool {
+    matches!(
+        key.algorithm(),
+        ssh_key::Algorithm::Ed25519
+            | ssh_key::Algorithm::Ecdsa {
+                curve: ssh_key::EcdsaCurve::NistP256 | ssh_key::EcdsaCurve::NistP384
+            }
+    )
+}
+
+fn parse_public(text: &str) -> std::result::Result<PublicKey, ssh_key::Error> {
+    let text = text.trim();
+    PublicKey::from_openssh(text.strip_prefix("key::").unwrap_or(text))
+}
+
+/// `ssh-keygen -Y sign -n mcpsum -f KEY` with the bytes on stdin: the signature comes back on
+/// stdout. It reads a passphrase from the terminal itself, and uses the agent for a public key.
+fn ssh_keygen(bytes: &[u8], key: &Path) -> Result<String> {
+    let mut child = std::process::Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", NAMESPACE, "-O", "hashalg=sha256", "-f"])
+        .arg(key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            Error::new("cannot run `ssh-keygen`")
+                .cause(e)
+                .hint("install OpenSSH's `ssh-keygen` (8.9 or later): RSA keys and keys held by `ssh-agent` sign through it; Ed25519 and ECDSA key files sign without it")
+        })?;
+    let stdin = child.stdin.take();
+    // Written from a thread: the pipe holds less than a large lockfile.
+    let out = std::thread::scope(|s| {
+        s.spawn(move || {
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(bytes);
+            }
+        });
+        child.wait_with_output()
+    })
+    .map_err(|e| Error::new("`ssh-keygen -Y sign` failed").cause(e))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut err = Error::new(format!(
+            "`ssh-keygen -Y sign -f {}` failed ({})",
+            key.display(),
+            out.status
+        ));
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            err = err.cause(line.trim());
+        }
+        return Err(err.hint(
+            "for a public key, its private half must be in the running agent (`ssh-add -l`, `SSH_AUTH_SOCK`); for a private key file, check its passphrase and permissions",
+        ));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|_| Error::new("`ssh-keygen -Y sign` wrote something other than a signature"))
+}
