@@ -18,11 +18,6 @@ pub mod output;
 pub mod paths;
 pub mod progress;
 pub mod protocol;
-// The proxy is being redesigned; it follows `clippy.toml`'s `fs-err` rule once that lands.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the proxy is being redesigned; it moves to fs-err with it"
-)]
 pub mod proxy;
 pub mod sandboxing;
 pub mod session;
