@@ -673,6 +673,13 @@ pub fn shown_name(name: &str) -> String {
     Shown(name).to_string()
 }
 
+/// A peer's name as a refusal quotes it: escaped as [`shown_name`] escapes it, and cut to a
+/// prefix and the digest of the whole when it is long, as the audit log keeps it (a refusal
+/// that echoed a 4 MiB name would be as large).
+pub fn quoted_name(name: &str) -> String {
+    shown_name(&crate::audit::capped(name, crate::audit::FIELD_MAX))
+}
+
 /// A name, displayed as [`shown_name`] shows it (without building a string first).
 #[derive(Debug, Clone, Copy)]
 pub struct Shown<'a>(pub &'a str);

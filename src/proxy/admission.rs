@@ -17,7 +17,7 @@ use super::{LOG_LEVELS, REMOVED_IN_MODERN, log_rank, uri};
 use crate::lockfile::{Era, Kind, ServerEntry};
 use crate::mcp::envelope::Message;
 use crate::mcp::{META_CAPABILITIES, META_VERSION, MODERN_VERSION, codes};
-use crate::taint::{self, Approver, Labels, Shown, TaintMark};
+use crate::taint::{self, Approver, Labels, Shown, TaintMark, quoted_name};
 
 /// The key of mcpsum's question in a 2026-07-28 `inputRequests` map.
 pub(super) const INPUT_KEY: &str = "io.mcpsum/approval";
@@ -368,13 +368,13 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
         Request::ToolsCall { name } => match entry.item(Kind::Tool, name) {
             None => item(format!(
                 "tool `{}` is not in mcp.lock for server `{server}`; mcpsum serves only locked tools",
-                Shown(name)
+                quoted_name(name)
             )),
             Some(tool) if task_only(tool) => Some(Refusal::Item {
                 code: codes::METHOD_NOT_FOUND,
                 message: format!(
                     "tool `{}` of server `{server}` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks",
-                    Shown(name)
+                    quoted_name(name)
                 ),
             }),
             Some(_) => None,
@@ -387,7 +387,7 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
                     code: codes::INVALID_PARAMS,
                     message: format!(
                         "prompt `{}` is not in mcp.lock for server `{server}`",
-                        Shown(name)
+                        quoted_name(name)
                     ),
                 })
         }
@@ -397,7 +397,7 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
             }
             item(format!(
                 "resource `{}` is not in mcp.lock for server `{server}` and matches no locked template",
-                Shown(uri)
+                quoted_name(uri)
             ))
         }
         Request::Complete { locked, .. } => {
@@ -429,7 +429,7 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
         }
         Request::Other => Some(Refusal::Method {
             code: codes::METHOD_NOT_FOUND,
-            message: format!("mcpsum does not forward `{}`", Shown(method)),
+            message: format!("mcpsum does not forward `{}`", quoted_name(method)),
         }),
         Request::Initialize
         | Request::Discover

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::lockfile::ServerEntry;
 use crate::mcp::{META_CLIENT_INFO, codes};
 use crate::session::Session;
-use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark, shown_name};
+use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark, quoted_name};
 
 /// How long a legacy client's person has to answer the prompt.
 const LEGACY_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -463,8 +463,8 @@ impl Core {
             self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": why}}));
             let msg = format!(
                 "no answer to mcpsum's approval prompt for `{}` on server `{}` ({why}); the call was not made",
-                shown_name(&held.item),
-                shown_name(&self.name)
+                quoted_name(&held.item),
+                quoted_name(&self.name)
             );
             self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false);
         }
@@ -714,11 +714,11 @@ impl Core {
 }
 
 fn no_prompt_text(server: &str, item: &str, mark: &TaintMark) -> String {
-    let (server, item) = (shown_name(server), shown_name(item));
+    let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
         "mcpsum refused `{item}` on server `{server}`: this session read untrusted content (`{}` on server `{}`), so the call needs the person's approval, and this client cannot show mcpsum's approval prompt (it declares no elicitation capability). Use a client that supports elicitation, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session).",
-        shown_name(&mark.item),
-        shown_name(&mark.server)
+        quoted_name(&mark.item),
+        quoted_name(&mark.server)
     )
 }
 
@@ -735,7 +735,7 @@ fn answer_action(result: Option<&Value>) -> String {
 
 /// The audit reason and the refusal text for a prompt the person did not approve with.
 fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, String) {
-    let (server, item) = (shown_name(server), shown_name(item));
+    let (server, item) = (quoted_name(server), quoted_name(item));
     if action == "accept-unticked" {
         return (
             "the person answered accept without ticking `Allow this call`",
@@ -754,7 +754,7 @@ fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, St
 
 /// The refusal of a sink call whose arguments an approval prompt cannot show whole.
 fn unshowable_text(server: &str, item: &str, why: &str) -> String {
-    let (server, item) = (shown_name(server), shown_name(item));
+    let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
         "mcpsum refused `{item}` on server `{server}` without asking: this session read untrusted content, so the call needs the person's approval, but {why}. Make the call with shorter arguments, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session)."
     )
