@@ -159,8 +159,9 @@ impl Proxy {
             .expect("state")
     }
 
-    /// The state file's inode: every write of the state renames a new file over it.
-    fn state_inode(&self) -> u64 {
+    /// The state file's identity: every write of the state renames a new file over it (whose
+    /// inode number may be the old one's, freed a moment before; its change time is not).
+    fn state_inode(&self) -> (u64, i64, i64) {
         use std::os::unix::fs::MetadataExt;
         let dir = crate::taint::taint_dir(self.state.path());
         let file = fs_err::read_dir(&dir)
@@ -169,7 +170,8 @@ impl Proxy {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|x| x == "json"))
             .expect("state file");
-        fs_err::metadata(file).expect("stat").ino()
+        let meta = fs_err::metadata(file).expect("stat");
+        (meta.ino(), meta.ctime(), meta.ctime_nsec())
     }
 
     /// Calls `read_mail` and has the server answer it: the session is tainted.
