@@ -64,6 +64,13 @@ impl Core {
             _ => return None,
         };
         let id = m.get("id").filter(|id| !id.is_null())?;
+        // The retry that answers a server's `roots/list` continues a call (`roots.rs`).
+        if m.get_in("params", "requestState")
+            .and_then(|s| s.as_str())
+            .is_some_and(|s| s.starts_with(super::roots::ROOTS_STATE_PREFIX))
+        {
+            return None;
+        }
         // The general path answers an invalid envelope.
         if &*m.get("jsonrpc")?.as_str()? != "2.0" || !super::valid_id(&id.to_value()?) {
             return None;
@@ -114,6 +121,7 @@ impl Core {
             _ => None,
         };
         let client_caps = self.client_caps_for_rounds(modern, meta.as_ref());
+        let client_roots = self.client_roots(method, modern, meta.as_ref());
         let wants_logs = super::asks_logs(meta.as_ref()).filter(|_| modern);
         let mut own = Map::new();
         if let Some(v) = meta {
@@ -137,6 +145,7 @@ impl Core {
                 client_caps,
                 approved: None,
                 taints: taint_after,
+                client_roots,
             },
         );
         let line = m.text().as_bytes();
@@ -196,6 +205,10 @@ impl Core {
             return notification_fast(m, method);
         }
         let sid = m.get("id")?.to_value()?.as_u64()?;
+        // Held for the retry of a call that waits for the client's roots: the general path.
+        if self.roots.any() && self.roots.is_parked(sid) {
+            return None;
+        }
         // An `input_required` answer (to a legacy client's call: its retry is kept) is not
         // `complete`, so it goes to the general path below, which runs the input round.
         let Some(Pending::Client {

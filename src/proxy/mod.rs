@@ -22,6 +22,7 @@ mod io;
 mod logs;
 mod outbox;
 mod reread;
+mod roots;
 mod rounds;
 mod streams;
 #[cfg(test)]
@@ -135,6 +136,9 @@ enum Pending {
         approved: Option<Box<crate::lockfile::Sha256Digest>>,
         /// Admission's answer: the item is a source, so its answer taints the session.
         taints: bool,
+        /// A 2026-07-28 client that declared `roots`, calling a legacy server: the server's
+        /// `roots/list` during the call is asked of the client (`roots.rs`).
+        client_roots: bool,
     },
     /// A page of mcpsum's own re-read of a list after `list_changed`.
     Reread(Kind),
@@ -229,6 +233,8 @@ struct Core {
     streams: streams::Streams,
     /// Re-reads of lists after `list_changed` (mid-session drift).
     rereads: reread::Rereads,
+    /// Calls whose legacy server asked a 2026-07-28 client's roots.
+    roots: roots::Roots,
     /// What the I/O loop is to do, in order (see [`Core::drain_actions`]).
     actions: RefCell<Vec<Action>>,
     /// Scratch of the envelope scan, reused for every message.
@@ -279,6 +285,7 @@ impl Core {
             next_relay: 0,
             relayed: HashMap::new(),
             rounds: rounds::Rounds::default(),
+            roots: roots::Roots::default(),
             streams: streams::Streams::default(),
             rereads: reread::Rereads {
                 running: BTreeMap::new(),
@@ -335,13 +342,14 @@ impl Core {
 
     /// Whether [`Core::on_tick`] has anything to time: an approval prompt, a re-read.
     fn wants_tick(&self) -> bool {
-        self.taint.prompts_open() || !self.rereads.running.is_empty()
+        self.taint.prompts_open() || !self.rereads.running.is_empty() || self.roots.any()
     }
 
     /// A second passed: unanswered approval prompts and late re-reads time out.
     fn on_tick(&mut self) {
         self.expire_approvals();
         self.expire_rereads();
+        self.expire_roots();
     }
 
     /// The client closed its stdin: no prompt can be answered any more (each held call is
@@ -581,6 +589,10 @@ impl Core {
     }
 
     fn client_request(&mut self, id: &Value, method: &str, params: Option<Value>) {
+        // The retry that answers a legacy server's `roots/list` continues a call admitted before.
+        if self.roots_retry(id, method, params.as_ref()) {
+            return;
+        }
         let parsed = params.clone();
         let call = Call {
             method,
@@ -802,6 +814,7 @@ impl Core {
             p.remove("task");
         }
         let client_caps = self.client_caps_for_rounds(modern_client, params.get("_meta"));
+        let client_roots = self.client_roots(method, modern_client, params.get("_meta"));
         let wants_logs = asks_logs(params.get("_meta")).filter(|_| modern_client);
         let params = self.to_server_params(params, modern_client);
         let sid = self.alloc_id();
@@ -823,9 +836,23 @@ impl Core {
                 client_caps,
                 approved,
                 taints,
+                client_roots,
             },
         );
         self.send_server(json!({"jsonrpc": "2.0", "id": sid, "method": method, "params": params}));
+    }
+
+    /// What [`Pending::Client::client_roots`] keeps for a request `method` with this `_meta`:
+    /// whether a legacy server's `roots/list` during it can be asked of the client (a request
+    /// a 2026-07-28 server could answer with `input_required`, of a client that declared roots).
+    fn client_roots(&self, method: &str, modern_client: bool, meta: Option<&Value>) -> bool {
+        modern_client
+            && self.server_era == Era::Legacy
+            && matches!(method, "tools/call" | "prompts/get" | "resources/read")
+            && meta
+                .and_then(|m| m.get(crate::mcp::META_CAPABILITIES))
+                .and_then(|c| c.get("roots"))
+                .is_some()
     }
 
     /// What [`Pending::Client::client_caps`] keeps for a request with this `_meta`.
@@ -1200,6 +1227,14 @@ impl Core {
         let Some(sid) = id.as_u64() else {
             return self.drop_junk("server", "response with an id mcpsum never sent");
         };
+        // The answer to a call that waits for the client's roots goes to the client's retry.
+        let obj = match self.roots.any() {
+            true => match self.roots.hold(sid, obj) {
+                Some(obj) => obj,
+                None => return,
+            },
+            false => obj,
+        };
         let Some(pending) = self.pending.remove(&sid) else {
             return self.drop_junk("server", "response to an unknown id");
         };
@@ -1226,6 +1261,7 @@ impl Core {
                 client_caps,
                 approved,
                 taints,
+                ..
             } => {
                 let stream = self.streams.ids.remove(&sid);
                 let input_required = obj
@@ -1392,6 +1428,9 @@ impl Core {
             .client_legacy_caps
             .as_ref()
             .is_some_and(|c| client_accepts(c, method, params.as_ref()));
+        if !declared && method == "roots/list" && self.roots_by_input(id) {
+            return;
+        }
         if !declared && method == "roots/list" {
             // mcpsum declares `roots` to every server, so the question gets an answer: no roots
             // of the client's, and the server keeps serving what its command line gave it.
@@ -1606,7 +1645,14 @@ impl Core {
         for n in rounds {
             self.fail_round(n, why);
         }
-        let pending: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        // A call that waits for the client's roots has answered the client already.
+        let parked = self.roots.clear();
+        let pending: Vec<Pending> = self
+            .pending
+            .drain()
+            .filter(|(sid, _)| !parked.contains(sid))
+            .map(|(_, p)| p)
+            .collect();
         for p in pending {
             let (client_id, method, item) = match p {
                 Pending::Client {

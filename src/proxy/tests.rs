@@ -548,3 +548,39 @@ fn a_message_over_the_limit_is_answered_by_the_id_in_its_head() {
     assert_eq!(answers[0]["id"], json!("big"));
     assert_eq!(answers[0]["error"]["code"], json!(-32600));
 }
+
+#[test]
+fn a_legacy_servers_roots_list_mid_call_is_asked_of_a_modern_client() {
+    let mut p = Proxy::new(Era::Legacy);
+    let mut meta = modern_meta(false);
+    meta[META_CAPABILITIES] = json!({"roots": {}});
+    let seen = p.client(json!({"jsonrpc": "2.0", "id": "c", "method": "tools/call",
+        "params": {"name": "plain", "arguments": {}, "_meta": meta.clone()}}));
+    assert!(matches!(seen.as_slice(), [Seen::Server(_)]), "{seen:?}");
+    let seen = p.server(json!({"jsonrpc": "2.0", "id": "s-roots", "method": "roots/list"}));
+    let asked = to_client(&seen);
+    assert_eq!(asked.len(), 1, "{seen:?}");
+    assert_eq!(asked[0]["id"], json!("c"));
+    assert_eq!(asked[0]["result"]["resultType"], json!("input_required"));
+    let state = asked[0]["result"]["requestState"].clone();
+    // The server answers its call before the client retries: held.
+    let seen = p.server(json!({"jsonrpc": "2.0", "id": 0, "result": {"content": []}}));
+    assert_eq!(seen, Vec::new());
+    let seen = p.client(json!({"jsonrpc": "2.0", "id": "c2", "method": "tools/call",
+        "params": {"name": "plain", "arguments": {}, "_meta": meta, "requestState": state,
+                   "inputResponses": {"io.mcpsum/roots": {"roots": [{"uri": "file:///r"}]}}}}));
+    let to_server: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Server(_)))
+        .collect();
+    assert_eq!(
+        to_server,
+        [&Seen::Server(
+            json!({"jsonrpc": "2.0", "id": "s-roots", "result": {"roots": [{"uri": "file:///r"}]}})
+        )]
+    );
+    let answers = to_client(&seen);
+    assert_eq!(answers.len(), 1, "{seen:?}");
+    assert_eq!(answers[0]["id"], json!("c2"));
+    assert_eq!(answers[0]["result"]["resultType"], json!("complete"));
+}
