@@ -21,11 +21,6 @@ pub mod paths;
 pub mod pin;
 pub mod progress;
 pub mod protocol;
-// The proxy is being redesigned; it follows `clippy.toml`'s `fs-err` rule once that lands.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the proxy is being redesigned; it moves to fs-err with it"
-)]
 pub mod proxy;
 pub mod proxy_start;
 pub mod sandboxing;

@@ -252,6 +252,23 @@ impl SessionStore {
     pub fn tainted(&mut self) -> std::io::Result<Option<TaintMark>> {
         Ok(self.current()?.taint)
     }
+
+    /// Whether the session is tainted: one `stat` when the file has not changed since it was
+    /// last read or written (the state in memory stands for it), without copying the state.
+    pub fn is_tainted(&mut self) -> std::io::Result<bool> {
+        let meta = match fs_err::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let key = FileKey::of(&meta)?;
+        if let Some((k, state)) = &self.cache
+            && *k == key
+        {
+            return Ok(state.taint.is_some());
+        }
+        Ok(self.current()?.taint.is_some())
+    }
 }
 
 fn lock_file(path: &Path) -> std::io::Result<File> {
@@ -650,19 +667,37 @@ fn shown_json(pretty: &str) -> String {
 }
 
 /// A name as the prompt shows it, on one line: hidden characters (newlines too) as `\u{..}`,
-/// and a backslash doubled, so an escape cannot be faked.
-fn shown_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c == '\\' {
-            out.push_str("\\\\");
-        } else if is_hidden_char(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
+/// and a backslash doubled, so an escape cannot be faked. Every text of mcpsum's that quotes a
+/// peer's name to the person or the model (prompts, refusals) quotes it through [`Shown`].
+pub fn shown_name(name: &str) -> String {
+    Shown(name).to_string()
+}
+
+/// A peer's name as a refusal quotes it: escaped as [`shown_name`] escapes it, and cut to a
+/// prefix and the digest of the whole when it is long, as the audit log keeps it (a refusal
+/// that echoed a 4 MiB name would be as large).
+pub fn quoted_name(name: &str) -> String {
+    shown_name(&crate::audit::capped(name, crate::audit::FIELD_MAX))
+}
+
+/// A name, displayed as [`shown_name`] shows it (without building a string first).
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a>(pub &'a str);
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            if c == '\\' {
+                f.write_str("\\\\")?;
+            } else if is_hidden_char(c) {
+                write!(f, "\\u{{{:x}}}", c as u32)?;
+            } else {
+                f.write_char(c)?;
+            }
         }
+        Ok(())
     }
-    out
 }
 
 /// The elicitation schema of the approval prompt.

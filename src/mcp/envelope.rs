@@ -113,6 +113,59 @@ impl Scan {
     }
 }
 
+/// The envelope of a message cut short, as [`Scan::head`] reads it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Head {
+    /// The top-level `id`, when it is a string or a number whose value ended before the cut.
+    pub id: Option<Value>,
+    /// Whether a top-level `method` member began before the cut.
+    pub method: bool,
+}
+
+impl Scan {
+    /// The envelope of a message of which only the first bytes are at hand (one over the size
+    /// limit is never read whole): its top-level `id` and whether it has a top-level `method`.
+    /// The bytes are scanned as [`Scan::message`] scans a whole line, up to the cut or the
+    /// first error, whichever comes first; members inside nested values never count, so an
+    /// `id` inside a result is not the message's.
+    pub fn head(&mut self, head: &[u8]) -> Head {
+        self.members.clear();
+        self.decoded.clear();
+        self.keys.clear();
+        // The cut may split a character: the scan stops before it.
+        let text = match std::str::from_utf8(head) {
+            Ok(t) => t,
+            Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let mut p = Parser {
+            text,
+            b: text.as_bytes(),
+            i: 0,
+            scan: self,
+        };
+        p.ws();
+        if p.peek() != Some(b'{') {
+            return Head::default();
+        }
+        // An error is expected (the cut): what was recorded before it is read below.
+        let _ = p.object(1, Record::Top);
+        let mut out = Head::default();
+        for m in self.members.iter().filter(|m| m.parent.is_none()) {
+            match m.key.text(text, &self.decoded) {
+                "method" => out.method = true,
+                // A value that runs to the cut may be truncated (`12` of `123`): not an id then.
+                "id" if m.value.start < m.value.end && m.value.end < text.len() => {
+                    out.id = serde_json::from_str::<Value>(&text[m.value.clone()])
+                        .ok()
+                        .filter(|v| v.is_string() || v.is_number());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 /// A scanned message: lookups of its recorded members.
 #[derive(Clone, Copy)]
 pub struct Message<'a> {
@@ -595,6 +648,53 @@ mod tests {
             top.len(),
             m.scan.members.iter().filter(|x| x.parent.is_none()).count()
         );
+    }
+
+    #[test]
+    fn a_head_gives_the_top_level_id_only() {
+        let cases: [(&str, Option<Value>, bool); 10] = [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"text":"xxxx"#,
+                Some(json!(7)),
+                false,
+            ),
+            (
+                r#"{"result":{"id":5,"x":"y"},"id":"a\"b","#,
+                Some(json!("a\"b")),
+                false,
+            ),
+            (r#"{"result":{"id":5,"x":"#, None, false),
+            (
+                r#"{ "id" : 12 , "method":"tools/call","params":{"arguments":{"pad":"xx"#,
+                Some(json!(12)),
+                true,
+            ),
+            (
+                r#"{"method":"notifications/message","params":{"id":3,"data":"xxx"#,
+                None,
+                true,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1"#, None, false),
+            (r#"{"jsonrpc":"2.0","id":1}"#, Some(json!(1)), false),
+            (r#"{"text":"{\"id\":9}","id":null,"#, None, false),
+            (r#"not json at all "id":4"#, None, false),
+            // A cut inside a character: the scan stops before it.
+            (
+                "{\"id\":3,\"method\":\"x\",\"p\":\"\u{e9}",
+                Some(json!(3)),
+                true,
+            ),
+        ];
+        let mut scan = Scan::default();
+        for (head, id, method) in cases {
+            let bytes = head.as_bytes();
+            let bytes = if head.ends_with('\u{e9}') {
+                &bytes[..bytes.len() - 1]
+            } else {
+                bytes
+            };
+            assert_eq!(scan.head(bytes), Head { id, method }, "{head}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::{LOG_LEVELS, REMOVED_IN_MODERN, log_rank, uri};
 use crate::lockfile::{Era, Kind, ServerEntry};
 use crate::mcp::envelope::Message;
 use crate::mcp::{META_CAPABILITIES, META_VERSION, MODERN_VERSION, codes};
-use crate::taint::{self, Approver, Labels, TaintMark};
+use crate::taint::{self, Approver, Labels, Shown, TaintMark, quoted_name};
 
 /// The key of mcpsum's question in a 2026-07-28 `inputRequests` map.
 pub(super) const INPUT_KEY: &str = "io.mcpsum/approval";
@@ -355,7 +355,9 @@ pub(super) fn admit(call: &Call<'_>, facts: &Facts<'_>, taint: &mut dyn TaintSta
 
 /// Why the item of `request` may not be relayed, if it may not.
 fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Option<Refusal> {
-    let (server, entry) = (facts.server, facts.entry);
+    let entry = facts.entry;
+    // The names come from the client: quoted as the approval prompt quotes them.
+    let server = Shown(facts.server);
     let item = |message: String| {
         Some(Refusal::Item {
             code: codes::INVALID_PARAMS,
@@ -365,12 +367,14 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
     match *request {
         Request::ToolsCall { name } => match entry.item(Kind::Tool, name) {
             None => item(format!(
-                "tool `{name}` is not in mcp.lock for server `{server}`; mcpsum serves only locked tools"
+                "tool `{}` is not in mcp.lock for server `{server}`; mcpsum serves only locked tools",
+                quoted_name(name)
             )),
             Some(tool) if task_only(tool) => Some(Refusal::Item {
                 code: codes::METHOD_NOT_FOUND,
                 message: format!(
-                    "tool `{name}` of server `{server}` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks"
+                    "tool `{}` of server `{server}` runs only as a task (`execution.taskSupport` is \"required\"), and mcpsum does not relay tasks: their results would bypass its checks",
+                    quoted_name(name)
                 ),
             }),
             Some(_) => None,
@@ -381,7 +385,10 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
                 .is_none()
                 .then(|| Refusal::Item {
                     code: codes::INVALID_PARAMS,
-                    message: format!("prompt `{name}` is not in mcp.lock for server `{server}`"),
+                    message: format!(
+                        "prompt `{}` is not in mcp.lock for server `{server}`",
+                        quoted_name(name)
+                    ),
                 })
         }
         Request::ResourcesRead { uri } | Request::Subscribe { uri, .. } => {
@@ -389,7 +396,8 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
                 return None;
             }
             item(format!(
-                "resource `{uri}` is not in mcp.lock for server `{server}` and matches no locked template"
+                "resource `{}` is not in mcp.lock for server `{server}` and matches no locked template",
+                quoted_name(uri)
             ))
         }
         Request::Complete { locked, .. } => {
@@ -421,7 +429,7 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
         }
         Request::Other => Some(Refusal::Method {
             code: codes::METHOD_NOT_FOUND,
-            message: format!("mcpsum does not forward `{method}`"),
+            message: format!("mcpsum does not forward `{}`", quoted_name(method)),
         }),
         Request::Initialize
         | Request::Discover

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::outbox::Out;
-use super::{Proxy, request_id};
+use super::{Action, Core, request_id};
 use crate::mcp::client::BATCH_VERSION;
 use crate::mcp::codes;
 use crate::mcp::framing;
@@ -55,9 +55,9 @@ fn error_answer(id: &Value, message: &str) -> Vec<u8> {
     bytes
 }
 
-impl Proxy {
+impl Core {
     /// A line from the client that is a JSON array.
-    pub(super) async fn client_batch(&mut self, items: Vec<Value>) {
+    pub(super) fn client_batch(&mut self, items: Vec<Value>) {
         if self.client_version.as_deref() != Some(BATCH_VERSION) {
             self.drop_junk("client", "a batch outside protocol version 2025-03-26");
             let this = match &self.client_version {
@@ -67,20 +67,16 @@ impl Proxy {
             let message = format!(
                 "JSON-RPC batches are allowed only in protocol version {BATCH_VERSION} and {this}: send one message per line"
             );
-            return self
-                .reply_error(&Value::Null, codes::INVALID_REQUEST, &message, None)
-                .await;
+            return self.reply_error(&Value::Null, codes::INVALID_REQUEST, &message, None);
         }
         if items.is_empty() {
             self.drop_junk("client", "an empty batch");
-            return self
-                .reply_error(
-                    &Value::Null,
-                    codes::INVALID_REQUEST,
-                    "an empty JSON-RPC batch",
-                    None,
-                )
-                .await;
+            return self.reply_error(
+                &Value::Null,
+                codes::INVALID_REQUEST,
+                "an empty JSON-RPC batch",
+                None,
+            );
         }
         let mut batch = Batch {
             filling: true,
@@ -122,7 +118,7 @@ impl Proxy {
         }
         self.batches.borrow_mut().push(batch);
         for obj in members {
-            self.client_object(obj).await;
+            self.client_object(obj);
         }
         // One batch at most fills at a time: its members are handled before the next line.
         let done = {
@@ -145,7 +141,7 @@ impl Proxy {
             bytes.pop();
             return self.unwait(id, Some(bytes));
         }
-        self.to_client.borrow_mut().push(Out::bytes(bytes));
+        self.push(Action::ToClient(Out::bytes(bytes)));
     }
 
     /// A request of a batch that was cancelled gets no answer: the batch does not wait for it.
@@ -196,7 +192,7 @@ impl Proxy {
         let b = self.batches.borrow_mut().remove(i);
         // A batch of notifications only is answered with nothing at all.
         if !b.answers.is_empty() {
-            self.to_client.borrow_mut().push(Out::bytes(b.line()));
+            self.push(Action::ToClient(Out::bytes(b.line())));
         }
     }
 }

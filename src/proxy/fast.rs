@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::admission::{Admission, Call, Params, Request};
 use super::outbox::Splice;
-use super::{MAX_IN_FLIGHT, META_SUBSCRIPTION, Pending, Proxy, Retry};
+use super::{Action, Core, MAX_IN_FLIGHT, META_SUBSCRIPTION, Pending, Retry};
 use crate::lockfile::Era;
 use crate::mcp::META_SERVER_INFO;
 use crate::mcp::codes;
@@ -25,9 +25,9 @@ use crate::mcp::envelope::{Message, Raw};
 /// The result members a legacy client does not get from a 2026-07-28 server.
 const MODERN_RESULT_FIELDS: [&str; 3] = ["resultType", "ttlMs", "cacheScope"];
 
-impl Proxy {
+impl Core {
     /// A line from the client.
-    pub(super) async fn on_client_line(&mut self, line: Vec<u8>) {
+    pub(super) fn on_client_line(&mut self, line: Vec<u8>) {
         let mut scan = std::mem::take(&mut self.scan);
         let relay = match scan.message(&line) {
             Ok(m) => self.call_fast(&m),
@@ -35,13 +35,13 @@ impl Proxy {
         };
         self.scan = scan;
         match relay {
-            Some(s) => self.to_server.borrow_mut().push(s.finish(line)),
-            None => self.client_message(&line).await,
+            Some(s) => self.push(Action::ToServer(s.finish(line))),
+            None => self.client_message(&line),
         }
     }
 
     /// A line from the server.
-    pub(super) async fn on_server_line(&mut self, line: Vec<u8>) {
+    pub(super) fn on_server_line(&mut self, line: Vec<u8>) {
         let mut scan = std::mem::take(&mut self.scan);
         let relay = match scan.message(&line) {
             Ok(m) if !self.batch_open() => self.server_fast(&m),
@@ -49,8 +49,8 @@ impl Proxy {
         };
         self.scan = scan;
         match relay {
-            Some(s) => self.to_client.borrow_mut().push(s.finish(line)),
-            None => self.server_message(&line).await,
+            Some(s) => self.push(Action::ToClient(s.finish(line))),
+            None => self.server_message(&line),
         }
     }
 
@@ -64,6 +64,13 @@ impl Proxy {
             _ => return None,
         };
         let id = m.get("id").filter(|id| !id.is_null())?;
+        // The retry that answers a server's `roots/list` continues a call (`roots.rs`).
+        if m.get_in("params", "requestState")
+            .and_then(|s| s.as_str())
+            .is_some_and(|s| s.starts_with(super::roots::ROOTS_STATE_PREFIX))
+        {
+            return None;
+        }
         // The general path answers an invalid envelope.
         if &*m.get("jsonrpc")?.as_str()? != "2.0" || !super::valid_id(&id.to_value()?) {
             return None;
@@ -114,6 +121,7 @@ impl Proxy {
             _ => None,
         };
         let client_caps = self.client_caps_for_rounds(modern, meta.as_ref());
+        let client_roots = self.client_roots(method, modern, meta.as_ref());
         let wants_logs = super::asks_logs(meta.as_ref()).filter(|_| modern);
         let mut own = Map::new();
         if let Some(v) = meta {
@@ -123,7 +131,7 @@ impl Proxy {
 
         let sid = self.alloc_id();
         if let Some(rank) = wants_logs {
-            self.log_requests.insert(sid, rank);
+            self.logs.requests.insert(sid, rank);
         }
         self.pending.insert(
             sid,
@@ -137,6 +145,7 @@ impl Proxy {
                 client_caps,
                 approved: None,
                 taints: taint_after,
+                client_roots,
             },
         );
         let line = m.text().as_bytes();
@@ -180,7 +189,7 @@ impl Proxy {
         if let Some(method) = m.get("method") {
             // A quarantined server's notifications, and log messages no request asked for,
             // are dropped on the general path.
-            if self.quarantine.is_some() {
+            if self.quarantined() {
                 return None;
             }
             // During a source call, a log or progress message taints first: the general path.
@@ -196,6 +205,10 @@ impl Proxy {
             return notification_fast(m, method);
         }
         let sid = m.get("id")?.to_value()?.as_u64()?;
+        // Held for the retry of a call that waits for the client's roots: the general path.
+        if self.roots.any() && self.roots.is_parked(sid) {
+            return None;
+        }
         // An `input_required` answer (to a legacy client's call: its retry is kept) is not
         // `complete`, so it goes to the general path below, which runs the input round.
         let Some(Pending::Client {
@@ -253,7 +266,7 @@ impl Proxy {
         else {
             return None;
         };
-        let stream = self.streams.remove(&sid).is_some();
+        let stream = self.streams.ids.remove(&sid).is_some();
         let line = m.text().as_bytes();
         let mut s = Splice::with_capacity(line.len() + 64);
         s.text(br#"{"jsonrpc":"2.0","id":"#);
@@ -314,13 +327,11 @@ impl Proxy {
                 let _ = serde_json::to_writer(&mut *b, &answer);
             });
             e.text(b"\n");
-            self.audit
-                .note_call(&method, &item, false, started.elapsed(), e.len());
+            self.note_call(method, item, false, started.elapsed(), e.len());
             return Some(e);
         }
         s.text(b"}\n");
-        self.audit
-            .note_call(&method, &item, ok, started.elapsed(), s.len());
+        self.note_call(method, item, ok, started.elapsed(), s.len());
         Some(s)
     }
 

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::Proxy;
+use super::Core;
 use super::admission::{Ask, Gated, INPUT_KEY, TaintState};
 use crate::error::{Error, Result};
 use crate::lockfile::ServerEntry;
 use crate::mcp::{META_CLIENT_INFO, codes};
 use crate::session::Session;
-use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark};
+use crate::taint::{self, Approver, Call, Labels, SessionStore, TaintMark, quoted_name};
 
 /// How long a legacy client's person has to answer the prompt.
 const LEGACY_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -159,7 +159,7 @@ pub(super) enum Gate {
     Handled,
 }
 
-impl Proxy {
+impl Core {
     /// Records the client's name and version in the session, once.
     pub(super) fn note_client(&mut self, method: &str, params: Option<&Value>) {
         if self.taint.client_known {
@@ -185,7 +185,7 @@ impl Proxy {
     }
 
     /// Carries out a refusal of the taint gate ([`super::admission::admit`]).
-    pub(super) async fn refuse_gated(
+    pub(super) fn refuse_gated(
         &mut self,
         id: &Value,
         method: &str,
@@ -198,7 +198,7 @@ impl Proxy {
                 self.count(|a| a.refused += 1);
                 self.audit_approval(method, item, "refused", &why, &mark);
                 let msg = unshowable_text(&self.name, item, &why);
-                self.refuse_sink(id, method, item, &msg, modern).await;
+                self.refuse_sink(id, method, item, &msg, modern);
             }
             Gated::NoPrompt { mark } if modern => {
                 let why = self.no_prompt(method, item, &mark);
@@ -207,15 +207,14 @@ impl Proxy {
                     codes::MISSING_CAPABILITY,
                     &why,
                     Some(json!({"requiredCapabilities": {"elicitation": {"form": {}}}})),
-                )
-                .await;
+                );
             }
             Gated::NoPrompt { mark } => {
                 let why = self.no_prompt(method, item, &mark);
-                self.refuse_sink(id, method, item, &why, false).await;
+                self.refuse_sink(id, method, item, &why, false);
             }
             Gated::TaintUnreadable(why) => {
-                self.refuse_sink(id, method, item, &why, modern).await;
+                self.refuse_sink(id, method, item, &why, modern);
             }
         }
     }
@@ -225,7 +224,7 @@ impl Proxy {
         clippy::too_many_arguments,
         reason = "one call site; the pieces are all different"
     )]
-    pub(super) async fn ask(
+    pub(super) fn ask(
         &mut self,
         id: &Value,
         method: &str,
@@ -238,9 +237,7 @@ impl Proxy {
         let args = taint::arguments_digest(params.as_ref().and_then(|p| p.get("arguments")));
         match by {
             Ask::Retry => {
-                return self
-                    .approval_retry(id, method, params, item, mark, &args)
-                    .await;
+                return self.approval_retry(id, method, params, item, mark, &args);
             }
             Ask::InputRequired => {
                 let token = self.taint.approver.mint(&self.name, item, &args);
@@ -263,8 +260,7 @@ impl Proxy {
                         }}},
                         "requestState": token,
                     }),
-                )
-                .await;
+                );
                 return Gate::Handled;
             }
             Ask::Elicitation => {}
@@ -276,8 +272,7 @@ impl Proxy {
                 item,
                 "too many calls are waiting for approval; answer those first",
                 false,
-            )
-            .await;
+            );
             return Gate::Handled;
         }
         let ours = format!("{APPROVAL_PREFIX}{}", self.taint.next);
@@ -306,14 +301,13 @@ impl Proxy {
                 "message": message,
                 "requestedSchema": taint::prompt_schema(),
             }}),
-        )
-        .await;
+        );
         Gate::Handled
     }
 
     /// A 2026-07-28 client's retry that carries mcpsum's approval: the state must be ours,
     /// unaltered, unused and for exactly this call.
-    async fn approval_retry(
+    fn approval_retry(
         &mut self,
         id: &Value,
         method: &str,
@@ -327,7 +321,7 @@ impl Proxy {
         let answer = p.get("inputResponses").and_then(|r| r.get(INPUT_KEY));
         let Some(state) = state else {
             // Admission saw a retry: a request without state is none (fail closed).
-            self.reply_error(id, codes::INVALID_PARAMS, "mcpsum refused the approval: the retry carries no `requestState`; the call was not made", None).await;
+            self.reply_error(id, codes::INVALID_PARAMS, "mcpsum refused the approval: the retry carries no `requestState`; the call was not made", None);
             return Gate::Handled;
         };
         let carried = match self.taint.approver.check(state, &self.name, item, args) {
@@ -340,8 +334,7 @@ impl Proxy {
                     codes::INVALID_PARAMS,
                     &format!("mcpsum refused the approval: {e}; the call was not made"),
                     None,
-                )
-                .await;
+                );
                 return Gate::Handled;
             }
         };
@@ -366,7 +359,7 @@ impl Proxy {
         }
         let Some(answer) = answer else {
             self.count(|a| a.refused += 1);
-            self.reply_error(id, codes::INVALID_PARAMS, &format!("mcpsum refused the approval: the retry carries no answer to mcpsum's question (`{INPUT_KEY}` in `inputResponses`); the call was not made, so call it again to be asked"), None).await;
+            self.reply_error(id, codes::INVALID_PARAMS, &format!("mcpsum refused the approval: the retry carries no answer to mcpsum's question (`{INPUT_KEY}` in `inputResponses`); the call was not made, so call it again to be asked"), None);
             return Gate::Handled;
         };
         if taint::approves(answer) {
@@ -379,12 +372,12 @@ impl Proxy {
         let action = answer_action(Some(answer));
         let (reason, msg) = not_allowed_text(&self.name, item, &action);
         self.audit_approval(method, item, &action, reason, mark);
-        self.refuse_sink(id, method, item, &msg, true).await;
+        self.refuse_sink(id, method, item, &msg, true);
         Gate::Handled
     }
 
     /// A client's answer to one of mcpsum's approval prompts; `false` when the id is not ours.
-    pub(super) async fn approval_answer(&mut self, id: &Value, obj: &Map<String, Value>) -> bool {
+    pub(super) fn approval_answer(&mut self, id: &Value, obj: &Map<String, Value>) -> bool {
         let Some(key) = id.as_str().filter(|k| k.starts_with(APPROVAL_PREFIX)) else {
             return false;
         };
@@ -406,9 +399,9 @@ impl Proxy {
                 "the person allowed the call",
                 &mark,
             );
-            if self.quarantine.is_some() {
+            if self.quarantined() {
                 // The server drifted while the person was deciding: the call goes nowhere.
-                self.refuse_quarantined(&held.client_id, &held.method).await;
+                self.refuse_quarantined(&held.client_id, &held.method);
                 return true;
             }
             let retry = self.retry_for(&held.method, held.params.as_ref(), false);
@@ -419,8 +412,7 @@ impl Proxy {
                 false,
                 (held.item, held.taints),
                 retry,
-            )
-            .await;
+            );
         } else {
             let action = match obj.get("result") {
                 Some(r) => answer_action(Some(r)),
@@ -429,28 +421,25 @@ impl Proxy {
             self.count(|a| a.declined += 1);
             let (reason, msg) = not_allowed_text(&self.name, &held.item, &action);
             self.audit_approval(&held.method, &held.item, &action, reason, &mark);
-            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)
-                .await;
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false);
         }
         true
     }
 
     /// Refuses held calls whose prompt was not answered in time.
-    pub(super) async fn expire_approvals(&mut self) {
+    pub(super) fn expire_approvals(&mut self) {
         let now = Instant::now();
-        self.end_prompts(|h| h.deadline <= now, "approval timed out")
-            .await;
+        self.end_prompts(|h| h.deadline <= now, "approval timed out");
     }
 
     /// The client closed its stdin: no prompt can be answered any more, so each held call is
     /// refused (and audited) rather than left without an answer.
-    pub(super) async fn withdraw_prompts(&mut self) {
-        self.end_prompts(|_| true, "the client closed its stdin")
-            .await;
+    pub(super) fn withdraw_prompts(&mut self) {
+        self.end_prompts(|_| true, "the client closed its stdin");
     }
 
     /// Refuses the held calls `which` picks, as unanswered prompts: a decision, audited.
-    async fn end_prompts(&mut self, which: impl Fn(&Held) -> bool, why: &str) {
+    fn end_prompts(&mut self, which: impl Fn(&Held) -> bool, why: &str) {
         let ended: Vec<String> = self
             .taint
             .held
@@ -471,18 +460,18 @@ impl Proxy {
                 &format!("no answer to the approval prompt: {why}"),
                 &mark,
             );
-            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": why}})).await;
+            self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": why}}));
             let msg = format!(
                 "no answer to mcpsum's approval prompt for `{}` on server `{}` ({why}); the call was not made",
-                held.item, self.name
+                quoted_name(&held.item),
+                quoted_name(&self.name)
             );
-            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false)
-                .await;
+            self.refuse_sink(&held.client_id, &held.method, &held.item, &msg, false);
         }
     }
 
     /// The client cancelled a held call: withdraw its prompt.
-    pub(super) async fn cancel_held(&mut self, client_id: &Value) -> bool {
+    pub(super) fn cancel_held(&mut self, client_id: &Value) -> bool {
         let Some(key) = self
             .taint
             .held
@@ -493,7 +482,7 @@ impl Proxy {
             return false;
         };
         self.taint.held.remove(&key);
-        self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": "the call was cancelled"}})).await;
+        self.send_client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": key, "reason": "the call was cancelled"}}));
         true
     }
 
@@ -546,6 +535,7 @@ impl Proxy {
             })
             .or_else(|| {
                 self.rounds
+                    .open
                     .values()
                     .find(|r| is_source(&r.method, &r.item))
                     .map(|r| (r.method.clone(), r.item.clone()))
@@ -613,6 +603,12 @@ impl Proxy {
         let Some(store) = self.taint.store.as_mut() else {
             return Ok(());
         };
+        // Already tainted: nothing to record, so no lock to take (each log or progress message
+        // of a source call comes here). The state in memory stands for the file while a `stat`
+        // finds it unchanged, so a taint cleared meanwhile (`mcpsum taint reset`) is seen.
+        if matches!(store.is_tainted(), Ok(true)) {
+            return Ok(());
+        }
         let mark = TaintMark {
             server,
             // A URI is the client's: the state file and every prompt that names the source
@@ -630,7 +626,7 @@ impl Proxy {
         });
         match tainted_now {
             Ok(true) => {
-                self.audit.note(
+                self.note(
                     "call",
                     json!({"method": method, "item": item, "decision": "taint", "reason": reason}),
                 );
@@ -638,10 +634,10 @@ impl Proxy {
             }
             Ok(false) => Ok(()),
             Err(e) => {
-                output_warn(&format!(
+                self.warn(format!(
                     "cannot record the taint of this session: {e}; {what} is withheld"
                 ));
-                self.audit.note("refused", json!({"method": method, "item": item, "decision": "withhold", "reason": "the taint of a source's text could not be recorded in the session state"}));
+                self.note("refused", json!({"method": method, "item": item, "decision": "withhold", "reason": "the taint of a source's text could not be recorded in the session state"}));
                 Err(format!(
                     "{what} (server `{}`) is withheld: it is untrusted content, and mcpsum could not record that in this session's state ({e}), so the session's other servers would not ask before acting; check the state directory",
                     self.name
@@ -690,7 +686,7 @@ impl Proxy {
         reason: &str,
         mark: &TaintMark,
     ) {
-        self.audit.note(
+        self.note(
             "approval",
             json!({"method": method, "item": item, "decision": decision, "reason": reason,
                    "tainted_by": {"server": mark.server, "item": mark.item, "ts": mark.ts}}),
@@ -699,8 +695,8 @@ impl Proxy {
 
     /// Refuses a sink call: a tool result with `isError` (the model reads why) for `tools/call`,
     /// a JSON-RPC error otherwise.
-    async fn refuse_sink(&self, id: &Value, method: &str, item: &str, why: &str, modern: bool) {
-        self.audit.note(
+    fn refuse_sink(&self, id: &Value, method: &str, item: &str, why: &str, modern: bool) {
+        self.note(
             "refused",
             json!({"method": method, "item": item, "decision": "refuse", "reason": why}),
         );
@@ -710,22 +706,19 @@ impl Proxy {
                 // A 2026-07-28 result names its type.
                 result["resultType"] = json!("complete");
             }
-            self.reply(id, result).await;
+            self.reply(id, result);
         } else {
-            self.reply_error(id, codes::INVALID_REQUEST, why, None)
-                .await;
+            self.reply_error(id, codes::INVALID_REQUEST, why, None);
         }
     }
 }
 
-fn output_warn(msg: &str) {
-    crate::output::warn(msg);
-}
-
 fn no_prompt_text(server: &str, item: &str, mark: &TaintMark) -> String {
+    let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
         "mcpsum refused `{item}` on server `{server}`: this session read untrusted content (`{}` on server `{}`), so the call needs the person's approval, and this client cannot show mcpsum's approval prompt (it declares no elicitation capability). Use a client that supports elicitation, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session).",
-        mark.item, mark.server
+        quoted_name(&mark.item),
+        quoted_name(&mark.server)
     )
 }
 
@@ -742,6 +735,7 @@ fn answer_action(result: Option<&Value>) -> String {
 
 /// The audit reason and the refusal text for a prompt the person did not approve with.
 fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, String) {
+    let (server, item) = (quoted_name(server), quoted_name(item));
     if action == "accept-unticked" {
         return (
             "the person answered accept without ticking `Allow this call`",
@@ -760,6 +754,7 @@ fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, St
 
 /// The refusal of a sink call whose arguments an approval prompt cannot show whole.
 fn unshowable_text(server: &str, item: &str, why: &str) -> String {
+    let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
         "mcpsum refused `{item}` on server `{server}` without asking: this session read untrusted content, so the call needs the person's approval, but {why}. Make the call with shorter arguments, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session)."
     )

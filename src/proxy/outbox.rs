@@ -57,6 +57,16 @@ impl Out {
         self.len
     }
 
+    /// The message's bytes, in one piece.
+    #[cfg(test)]
+    pub(super) fn to_vec(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(self.len);
+        for i in 0..self.part_count() {
+            bytes.extend_from_slice(self.part(i));
+        }
+        bytes
+    }
+
     fn part_count(&self) -> usize {
         self.parts.len().max(1)
     }
