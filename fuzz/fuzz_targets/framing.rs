@@ -1,8 +1,9 @@
 //! The JSON-RPC line framing (`mcpsum::mcp::framing`) on an arbitrary byte stream.
 //!
-//! The stream is read through a `BufReader` of a few sizes over a reader that delivers short
-//! reads and spurious `Pending`s, with limits from 0 bytes to the default 64 MiB, and compared
-//! frame by frame with a plain model: split at `\n`; a line longer than the limit is `TooLong`
+//! The stream is read two ways, with limits from 0 bytes to the default 64 MiB, over a reader
+//! that delivers short reads and spurious `Pending`s: by the proxy's `LineReader` (a few of the
+//! first bytes handed over as already buffered, as after a handshake), and by `read_frame`
+//! through a `BufReader` of a few sizes. Both are compared frame by frame with a plain model: split at `\n`; a line longer than the limit is `TooLong`
 //! with its length and its first `HEAD_BYTES` kept; a blank (ASCII whitespace) line is skipped;
 //! otherwise the line, less one trailing `\r`. A final line without `\n` counts.
 //!
@@ -11,7 +12,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpsum::mcp::framing::{DEFAULT_MAX_MESSAGE, Frame, HEAD_BYTES, encode, read_frame_with_head};
+use mcpsum::mcp::framing::{
+    DEFAULT_MAX_MESSAGE, Frame, HEAD_BYTES, LineReader, encode, read_frame,
+};
 use mcpsum_fuzz::{ChunkedReader, block_on, seed_of};
 use tokio::io::BufReader;
 
@@ -23,7 +26,10 @@ fuzz_target!(|data: &[u8]| {
         let want = model(data, limit);
         let capacity = 1 + (seed >> (8 * i)) as usize % 64;
         let got = frames(data, limit, capacity, seed.rotate_left(i as u32 * 7));
-        assert_eq!(got, want, "limit {limit}, buffer {capacity}");
+        assert_eq!(got, want, "limit {limit}, {capacity} bytes buffered");
+        let plain: Vec<Frame> = want.into_iter().map(|(f, _)| f).collect();
+        let got = sequential(data, limit, capacity, seed.rotate_left(i as u32 * 11));
+        assert_eq!(got, plain, "read_frame: limit {limit}, buffer {capacity}");
     }
 
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
@@ -43,14 +49,30 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-fn frames(data: &[u8], limit: usize, capacity: usize, seed: u64) -> Vec<(Frame, Vec<u8>)> {
-    let mut reader = BufReader::with_capacity(capacity, ChunkedReader::new(data, seed, 97));
-    let mut head = Vec::new();
+/// Frames (with the head of each over-long one) as the proxy's `LineReader` reads them, the
+/// first `buffered` bytes handed over as already read.
+fn frames(data: &[u8], limit: usize, buffered: usize, seed: u64) -> Vec<(Frame, Vec<u8>)> {
+    let (first, rest) = data.split_at(buffered.min(data.len()));
+    let mut reader = LineReader::new(ChunkedReader::new(rest, seed, 97), limit, first);
     let mut out = Vec::new();
-    while let Some(frame) = block_on(read_frame_with_head(&mut reader, limit, &mut head))
-        .expect("a slice reader does not fail")
+    while let Some(frame) = block_on(reader.next_frame()).expect("a slice reader does not fail") {
+        let head = match frame {
+            Frame::TooLong(_) => reader.head().to_vec(),
+            Frame::Line(_) => Vec::new(),
+        };
+        out.push((frame, head));
+    }
+    out
+}
+
+/// Frames as `read_frame` reads them through a `BufReader` of `capacity` bytes.
+fn sequential(data: &[u8], limit: usize, capacity: usize, seed: u64) -> Vec<Frame> {
+    let mut reader = BufReader::with_capacity(capacity, ChunkedReader::new(data, seed, 97));
+    let mut out = Vec::new();
+    while let Some(frame) =
+        block_on(read_frame(&mut reader, limit)).expect("a slice reader does not fail")
     {
-        out.push((frame, head.clone()));
+        out.push(frame);
     }
     out
 }
