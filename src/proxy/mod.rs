@@ -7,9 +7,9 @@
 //! answered from the lock; calls reach the server only for locked items; definitional drift, at
 //! start or later, quarantines the server (-32002 for every later request).
 //!
-//! The proxy is a core without I/O ([`Core`]: a message from either peer in, [`Action`]s out:
+//! The proxy is a core without I/O (`Core`: a message from either peer in, `Action`s out:
 //! messages for either peer, audit records, warnings, quarantine) and, beside it, the I/O loop
-//! and the lifecycle (`io.rs`: line readers, outboxes, signals, backpressure, [`Phase`]). The
+//! and the lifecycle (`io.rs`: line readers, outboxes, signals, backpressure, `Phase`). The
 //! messages of a call (request, answer, progress) are relayed from an envelope scan without
 //! building values (`fast.rs`); everything else is parsed whole. Whether a client's request
 //! may reach the server is decided once, for both paths, in `admission.rs`.
