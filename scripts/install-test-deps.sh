@@ -11,6 +11,7 @@ mkdir -p "$prefix"
 # Pinned versions. Bump them in their own commit, then re-run the suite.
 MCP_SDK=2.3.0                 # Python `mcp` SDK: the client of both eras
 MCP_SERVER_TIME=2026.10.19    # dual-era server (locks as 2026-07-28)
+MCP_SERVER_GIT=2026.10.19     # reads a repository, runs `git` (tests/it/learn.rs)
 UV=0.13.9
 SERVER_EVERYTHING=2026.8.31   # @modelcontextprotocol/server-everything (legacy)
 SERVER_FILESYSTEM=2026.8.31   # @modelcontextprotocol/server-filesystem (legacy)
@@ -47,7 +48,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 
-stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
+stamp="$prefix/.installed-$MCP_SDK-$MCP_SERVER_TIME-$MCP_SERVER_GIT-$UV-$SERVER_EVERYTHING-$SERVER_FILESYSTEM-$INSPECTOR"
 extras_stamp="$prefix/.installed-extras-$PRE_COMMIT"
 conformance_stamp="$prefix/.installed-conformance-$CONFORMANCE-$SUPERGATEWAY-$NODE_FOR_CONFORMANCE"
 if [ -f "$stamp" ] && [ -f "$extras_stamp" ] && [ -f "$conformance_stamp" ]; then
@@ -57,7 +58,8 @@ fi
 if [ ! -f "$stamp" ]; then
   python3 -m venv "$prefix/venv"
   "$prefix/venv/bin/python3" -m pip install -q --disable-pip-version-check \
-    "mcp==$MCP_SDK" "mcp-server-time==$MCP_SERVER_TIME" "uv==$UV"
+    "mcp==$MCP_SDK" "mcp-server-time==$MCP_SERVER_TIME" \
+    "mcp-server-git==$MCP_SERVER_GIT" "uv==$UV"
 
   mkdir -p "$prefix/node"
   (cd "$prefix/node" && npm install --silent --no-audit --no-fund \

@@ -443,3 +443,160 @@ fn a_learning_server_tree_dies_with_the_proxy() {
         );
     }
 }
+
+/// `git` run on `repo` as this world's user: its stdout.
+fn git(w: &Sbx, repo: &str, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t.invalid",
+        ])
+        .arg("-C")
+        .arg(w.p(repo))
+        .args(args)
+        .env("HOME", w.p("home"))
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The real `mcp-server-git` through the real Python SDK client: learned while it reads a
+/// repository (`git_status`, `git_log`) and stages a file (`git_add` writes `.git/index`), the
+/// proposal locked in, then the same calls work sandboxed while a repository it never used,
+/// `~/.ssh` with the key committed in it, stays out of reach.
+#[test]
+fn git_server_learned_then_sandboxed_through_the_sdk() {
+    use crate::sandbox::{first_text, nobody_can_run, sdk_client};
+    use crate::support::test_dep;
+    let Some(server) = test_dep("venv/bin/mcp-server-git") else {
+        return;
+    };
+    if test_dep("venv/bin/python").is_none() {
+        return;
+    }
+    let server = server.display().to_string();
+    // The venv's interpreter may live under `/root` (closed to `nobody`): then `nobody` runs
+    // the same installed package with the system Python of the same minor version.
+    let lib = test_dep("venv/lib").expect("the venv has its `lib`");
+    let site = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("site-packages"))
+        .find(|p| p.join("mcp_server_git").is_dir())
+        .expect("mcp-server-git is in the venv's site-packages")
+        .display()
+        .to_string();
+    let by_system_python = vec![
+        crate::support::PYTHON.to_owned(),
+        "-c".to_owned(),
+        format!(
+            "import sys; sys.path.insert(0, {site:?}); from mcp_server_git import main; main()"
+        ),
+    ];
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let argv = if uid == 0 || nobody_can_run(&[&server, "--help"]) {
+            vec![server.clone()]
+        } else {
+            let mut help = by_system_python.clone();
+            help.push("--help".to_owned());
+            let help: Vec<&str> = help.iter().map(String::as_str).collect();
+            if !nobody_can_run(&help) {
+                eprintln!("skipping uid {uid}: it cannot run `mcp-server-git`");
+                continue;
+            }
+            by_system_python.clone()
+        };
+        let ctx = format!("uid {uid}");
+        std::fs::create_dir(w.p("data/repo")).unwrap();
+        std::fs::write(w.p("data/repo/README.md"), "a repository\n").unwrap();
+        git(&w, "data/repo", &["init", "-q", "-b", "main"]);
+        git(&w, "data/repo", &["add", "README.md"]);
+        git(&w, "data/repo", &["commit", "-q", "-m", "first commit"]);
+        // A key kept in git: readable through the server unless the sandbox closes it.
+        git(&w, "home/.ssh", &["init", "-q", "-b", "main"]);
+        git(&w, "home/.ssh", &["add", "id_ed25519"]);
+        git(&w, "home/.ssh", &["commit", "-q", "-m", "keys"]);
+        for f in ["one.txt", "two.txt"] {
+            std::fs::write(w.p(&format!("data/repo/{f}")), "new\n").unwrap();
+        }
+        w.chown();
+        let mut lock = vec!["lock", "--name", "git", "--"];
+        lock.extend(argv.iter().map(String::as_str));
+        w.run(&lock).code(0);
+        let repo = w.s("data/repo");
+        let steps = |f: &str| {
+            json!([
+                {"op": "call", "name": "git_status", "arguments": {"repo_path": repo}},
+                {"op": "call", "name": "git_log", "arguments": {"repo_path": repo, "max_count": 5}},
+                {"op": "call", "name": "git_add", "arguments": {"repo_path": repo, "files": [f]}},
+            ])
+        };
+        let check = |r: &Value, f: &str| {
+            let s = &r["steps"];
+            for i in 0..3 {
+                assert_ne!(s[i]["result"]["isError"], json!(true), "{ctx}: {r:#}");
+            }
+            assert!(first_text(&s[0]).contains("one.txt"), "{ctx}: {r:#}");
+            assert!(first_text(&s[1]).contains("first commit"), "{ctx}: {r:#}");
+            let staged = git(&w, "data/repo", &["diff", "--cached", "--name-only"]);
+            assert!(staged.lines().any(|l| l == f), "{ctx}: {staged:?} {r:#}");
+        };
+        let r = sdk_client(
+            &w,
+            &w.argv(&["proxy", "--name", "git", "--learn"]),
+            steps("one.txt"),
+        );
+        check(&r, "one.txt");
+
+        let r = w.run(&["sandbox", "suggest", "--name", "git", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
+        let write = strings(&proposal["filesystem"]["write"]);
+        let read_set = strings(&proposal["filesystem"]["read"]);
+        assert!(
+            !write.is_empty() && write.iter().all(|p| p.starts_with(&repo)),
+            "{ctx}: it writes into the repository only: {proposal}"
+        );
+        assert!(
+            read_set
+                .iter()
+                .chain(&write)
+                .any(|p| repo.starts_with(p.as_str())),
+            "{ctx}: the repository is readable: {proposal}"
+        );
+        for secret in w.secrets() {
+            assert!(
+                !read_set
+                    .iter()
+                    .chain(&write)
+                    .any(|p| secret.starts_with(p.as_str())),
+                "{ctx}: `{secret}` is not proposed: {proposal}"
+            );
+        }
+        assert_eq!(proposal["network"]["allow"], json!([]), "{ctx}: {proposal}");
+
+        let r = w.run(&w.lock_args("git", &proposal, &[], &argv));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        w.run(&["sandbox", "test", "--name", "git"]).code(0);
+        let mut sandboxed = steps("two.txt");
+        sandboxed.as_array_mut().unwrap().push(json!(
+            {"op": "call", "name": "git_show",
+             "arguments": {"repo_path": w.s("home/.ssh"), "revision": "HEAD"}}
+        ));
+        let r = sdk_client(&w, &w.argv(&["proxy", "--name", "git"]), sandboxed);
+        check(&r, "two.txt");
+        let s = &r["steps"][3];
+        assert!(
+            s["result"]["isError"] == json!(true) && !s.to_string().contains("SECRET-SSH-KEY"),
+            "{ctx}: the repository it never used (`~/.ssh`) is out of reach: {s}"
+        );
+    }
+}
