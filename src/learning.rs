@@ -113,21 +113,7 @@ pub fn start(
             let _ = rx.await;
         },
     ));
-    let url = OsString::from(format!("http://127.0.0.1:{port}"));
-    let mut env: Vec<(OsString, OsString)> = [
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "ALL_PROXY",
-        "https_proxy",
-        "http_proxy",
-        "all_proxy",
-    ]
-    .into_iter()
-    .map(|n| (OsString::from(n), url.clone()))
-    .collect();
-    env.push(("NO_PROXY".into(), OsString::new()));
-    env.push(("no_proxy".into(), OsString::new()));
-    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    let env = mcpsum_sandbox::egress_environment(port);
     Ok((env, Recorder { _shutdown: tx }))
 }
 

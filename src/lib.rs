@@ -26,6 +26,7 @@ pub mod proxy_start;
 pub mod sandboxing;
 pub mod session;
 pub mod signing;
+pub mod stdio;
 pub mod taint;
 
 pub use error::{Error, Exit, Result};

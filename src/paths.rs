@@ -126,3 +126,20 @@ pub fn passwd_home() -> Option<PathBuf> {
     let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok()??;
     Some(user.dir).filter(|d| d.is_absolute() && d.parent().is_some())
 }
+
+/// `path` without `.` components and with `..` applied, lexically: no link is followed and the
+/// file need not exist (a lockfile that is a link is named where it is, not where it points).
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

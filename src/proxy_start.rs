@@ -104,8 +104,8 @@ pub async fn answer_until_eof(name: &str, err: &Error, max: usize) {
     let message = client_message(name, err);
     let data = error_data(name, err);
     let answer = |id: &Value| json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INTERNAL, "message": message, "data": data}});
-    let mut input = LineReader::new(stdin(), max, &[]);
-    let mut out = stdout();
+    let mut input = LineReader::new(crate::stdio::client_stdin(), max, &[]);
+    let mut out = crate::stdio::client_stdout();
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -144,35 +144,5 @@ pub async fn answer_until_eof(name: &str, err: &Error, max: usize) {
         if out.write_all(&bytes).await.and(out.flush().await).is_err() {
             return;
         }
-    }
-}
-
-/// Our stdin as an async reader. A pipe is read through the reactor: the proxy may have made
-/// it non-blocking already (the flag is the pipe's, shared by every descriptor of it), which
-/// tokio's blocking `stdin()` would take for an error.
-fn stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
-    match pipe {
-        Some(p) => Box::new(p),
-        None => Box::new(tokio::io::stdin()),
-    }
-}
-
-/// Our stdout as an async writer, like [`stdin`].
-fn stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
-    match pipe {
-        Some(p) => Box::new(p),
-        None => Box::new(tokio::io::stdout()),
     }
 }

@@ -164,20 +164,9 @@ fn launch_inner(sys: &mut impl Sys, spec: &LauncherSpec) -> Result<Fail, Fail> {
         let port = sys.bridge_listener(bridge)?;
         bridge_port = Some(port);
         // 4. The proxy variables (the rest of the environment was built by `prepare`).
-        let url = OsString::from(format!("http://127.0.0.1:{port}"));
-        for name in [
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-        ] {
-            set(&mut env, name, url.clone());
+        for (name, value) in crate::egress_environment(port) {
+            set(&mut env, name, value);
         }
-        set(&mut env, "NO_PROXY", OsString::new());
-        set(&mut env, "no_proxy", OsString::new());
-        set(&mut env, "NODE_USE_ENV_PROXY", "1".into());
     }
 
     // Build the exec arguments and filters now: after Landlock only allowed paths can be read.
@@ -329,7 +318,8 @@ impl Sys for RealSys {
     }
 }
 
-fn set(env: &mut Vec<(OsString, OsString)>, name: &str, value: OsString) {
+fn set(env: &mut Vec<(OsString, OsString)>, name: impl AsRef<std::ffi::OsStr>, value: OsString) {
+    let name = name.as_ref();
     env.retain(|(k, _)| k != name);
     env.push((name.into(), value));
 }

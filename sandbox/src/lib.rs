@@ -143,6 +143,29 @@ pub use policy::{
 
 pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};
 
+/// The variables that point a server at an egress proxy listening on `127.0.0.1:port`, with
+/// their values: every proxy variable the common runtimes read (upper and lower case), no
+/// exceptions (`NO_PROXY` empty), and Node's opt-in to honouring them. The launcher sets these
+/// behind the bridge; learn mode sets them for its recording proxy.
+pub fn egress_environment(port: u16) -> Vec<(OsString, OsString)> {
+    let url = OsString::from(format!("http://127.0.0.1:{port}"));
+    let mut env: Vec<(OsString, OsString)> = [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+    ]
+    .into_iter()
+    .map(|n| (OsString::from(n), url.clone()))
+    .collect();
+    env.push(("NO_PROXY".into(), OsString::new()));
+    env.push(("no_proxy".into(), OsString::new()));
+    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    env
+}
+
 /// File name of the launcher binary, installed beside `mcpsum` (see [`launcher_binary_main`]).
 pub const LAUNCHER_NAME: &str = "mcpsum-launch";
 /// The launcher's entry point that applies a spec's layers and executes the server.

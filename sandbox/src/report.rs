@@ -424,19 +424,10 @@ fn build_checks(
 
     let mut names = plan.env_names();
     if egress_mode {
-        for n in [
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-            "NO_PROXY",
-            "no_proxy",
-            "NODE_USE_ENV_PROXY",
-        ] {
-            if !names.iter().any(|x| x == n) {
-                names.push(n.into());
+        for (n, _) in crate::egress_environment(0) {
+            let n = n.to_string_lossy();
+            if !names.iter().any(|x| *x == n) {
+                names.push(n.into_owned());
             }
         }
     }

@@ -7,7 +7,7 @@
 //! (SARIF's embedded-link and placeholder syntax, GitHub's `%`/CR/LF and property escapes), so
 //! it can neither forge a link or another annotation nor hide text from the reviewer.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
@@ -513,14 +513,14 @@ struct Target {
 impl Target {
     fn of(lockfile: &Path, cwd: Option<&Path>) -> Self {
         let absolute = match cwd {
-            Some(c) if lockfile.is_relative() => normalize(&c.join(lockfile)),
-            _ => normalize(lockfile),
+            Some(c) if lockfile.is_relative() => crate::paths::normalize(&c.join(lockfile)),
+            _ => crate::paths::normalize(lockfile),
         };
         let relative = if absolute.is_relative() {
             // No current directory to resolve against: keep the path as given.
             Some(absolute.as_path())
         } else {
-            cwd.and_then(|c| absolute.strip_prefix(normalize(c)).ok())
+            cwd.and_then(|c| absolute.strip_prefix(crate::paths::normalize(c)).ok())
         };
         match relative {
             Some(rel) if !rel.as_os_str().is_empty() => {
@@ -546,22 +546,6 @@ impl Target {
             },
         }
     }
-}
-
-/// `path` without `.` components and with `..` applied, lexically (no symlinks are followed, so
-/// a lockfile that is a symlink is named where it is, not where it points).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(unix)]

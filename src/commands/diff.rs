@@ -102,15 +102,7 @@ pub fn run(lockfile_flag: Option<&Path>, args: &DiffArgs) -> Result<Exit> {
                     paint(style::ADDED, "added"),
                     output::sanitize_line(&super::show::shell_words(&entry.command))
                 ));
-                let counts = lockfile::Kind::ALL
-                    .iter()
-                    .map(|k| {
-                        let n = entry.items(*k).len();
-                        format!("{n} {}", if n == 1 { k.noun() } else { k.plural() })
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                out.push_str(&format!("  {counts}\n"));
+                out.push_str(&format!("  {}\n", super::show::item_counts(entry)));
             }
             Change::Removed => {
                 out.push_str(&format!("{} {name}\n", paint(style::REMOVED, "removed")));

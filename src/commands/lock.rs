@@ -8,7 +8,7 @@ use crate::cli::{EraFlag, LockArgs};
 use crate::drift;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile::{
-    self, Era, Kind, Lockfile, Policy, ServerEntry, valid_env_name, valid_server_name,
+    self, Era, Lockfile, Policy, ServerEntry, valid_env_name, valid_server_name,
 };
 use crate::mcp::client::{self, Ask, ClientError};
 use crate::output::{self, paint, style};
@@ -344,14 +344,7 @@ fn report(
     dropped: &[String],
 ) {
     let info = &entry.server_info;
-    let counts = Kind::ALL
-        .iter()
-        .map(|k| {
-            let n = entry.items(*k).len();
-            format!("{n} {}", if n == 1 { k.noun() } else { k.plural() })
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let counts = super::show::item_counts(entry);
     output::info(&format!(
         "{} `{name}` in `{}`: {}, protocol {}, {}; {counts}",
         paint(style::OK, "locked"),
@@ -425,7 +418,7 @@ fn usable_command(name: &str, argv: &[String]) -> Result<Vec<String>> {
         let relative_file =
             i > 0 && (arg.starts_with("./") || arg.starts_with("../")) && cwd.join(path).is_file();
         if relative_program || relative_file {
-            let abs = normalize(&cwd.join(path));
+            let abs = crate::paths::normalize(&cwd.join(path));
             let abs = abs.display().to_string();
             output::info(&format!(
                 "using `{}` for `{}`: the proxy runs from the client's working directory",
@@ -438,22 +431,6 @@ fn usable_command(name: &str, argv: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(out)
-}
-
-/// `path` without `.` and `..` components (lexically: the file need not exist yet).
-fn normalize(path: &std::path::Path) -> std::path::PathBuf {
-    use std::path::Component;
-    let mut out = std::path::PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Why a package-runner command may run other code tomorrow: `npx`/`bunx` with a package

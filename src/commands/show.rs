@@ -420,3 +420,15 @@ impl<'a> JsonEntry<'a> {
         }
     }
 }
+
+/// How many items of each kind an entry pins, as people read it: `1 tool, 0 prompts, ...`.
+pub(crate) fn item_counts(entry: &crate::lockfile::ServerEntry) -> String {
+    crate::lockfile::Kind::ALL
+        .iter()
+        .map(|k| {
+            let n = entry.items(*k).len();
+            format!("{n} {}", if n == 1 { k.noun() } else { k.plural() })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -153,7 +153,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // The client link is up at once: the handshake is answered from the lock while the server
     // starts (a slow `uvx`/`npx` start would otherwise outlast a client's discover probe); every
     // other request waits until the live surface has been compared with the lock.
-    let mut client_in = LineReader::new(client_stdin(), max, &[]);
+    let mut client_in = LineReader::new(crate::stdio::client_stdin(), max, &[]);
     let mut io = Io {
         name: opts.name.clone(),
         to_client: Outbox::new(),
@@ -161,7 +161,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         audit,
         max_message: opts.max_message,
     };
-    io.to_client.attach(client_stdout());
+    io.to_client.attach(crate::stdio::client_stdout());
     let mut signalled = signals()?;
 
     let taint = gate::TaintGate::new(&entry)?;
@@ -308,7 +308,10 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // A large result passes in fewer reads and wake-ups through a larger pipe (best effort).
     // Only this one pipe, and not much larger: the kernel counts every pipe's size against a
     // per-user budget (`pipe-user-pages-soft`), beyond which the user's new pipes get one page.
-    let _ = nix::fcntl::fcntl(&server_out, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+    let _ = nix::fcntl::fcntl(
+        &server_out,
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(crate::stdio::PIPE_SIZE),
+    );
     let mut server_in = LineReader::new(server_out, max, &buffered);
     io.to_server.attach(server_stdin);
 
@@ -497,8 +500,6 @@ const LAST_ANSWERS: Duration = Duration::from_secs(5);
 /// microseconds per hop. The price is at most this much CPU time after each message; a busy
 /// link never waits, so never polls.
 const SPIN: Duration = Duration::from_micros(100);
-/// Size asked for the server's stdout pipe.
-const PIPE_SIZE: i32 = 256 << 10;
 
 /// The output of `f` if it is ready without waiting.
 fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
@@ -539,40 +540,6 @@ fn signals() -> Result<tokio::sync::oneshot::Receiver<()>> {
 /// Waits until everything queued for a peer is written (or the peer is gone).
 async fn drain(outbox: &mut Outbox) {
     std::future::poll_fn(|cx| outbox.poll_drain(cx)).await;
-}
-
-/// Our stdin as an async reader: a pipe (what clients give) is read directly through the
-/// reactor; anything else (a terminal, a file) through tokio's blocking helper thread, which
-/// costs a thread hand-off per read.
-fn client_stdin() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
-    match pipe {
-        Some(p) => Box::new(p),
-        None => Box::new(tokio::io::stdin()),
-    }
-}
-
-/// Our stdout as an async writer, like [`client_stdin`].
-fn client_stdout() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| {
-            // As for the server's stdout: a large answer goes out in fewer writes and wake-ups.
-            let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
-            tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
-        });
-    match pipe {
-        Some(p) => Box::new(p),
-        None => Box::new(tokio::io::stdout()),
-    }
 }
 
 /// What woke the main loop.
