@@ -1,6 +1,8 @@
 //! `mcpsum sandbox test --name NAME`: build NAME's sandbox exactly as the proxy would, run the
 //! probe (this binary) inside it, and print each promise: check, expected, observed, pass.
 
+use std::io::IsTerminal;
+
 use crate::cli::SandboxTestArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
@@ -204,14 +206,21 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
             ));
         }
     }
+    // Cells are cut to fit a terminal's width only: in a CI log or a file a row names its whole
+    // path, and the same report reads the same wherever the project is checked out.
+    let cut: fn(String, usize) -> String = if std::io::stdout().is_terminal() {
+        |text, max| output::ellipsize(&text, max)
+    } else {
+        |text, _| text
+    };
     let rows: Vec<[String; 3]> = report
         .rows
         .iter()
         .map(|r| {
             [
-                output::ellipsize(&sanitize_line(&r.check), 60),
-                output::ellipsize(&sanitize_line(&r.expected), 40),
-                output::ellipsize(&sanitize_line(&r.observed), 28),
+                cut(sanitize_line(&r.check), 60),
+                cut(sanitize_line(&r.expected), 40),
+                cut(sanitize_line(&r.observed), 28),
             ]
         })
         .collect();
