@@ -220,7 +220,7 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
             [
                 cut(sanitize_line(&r.check), 60),
                 cut(sanitize_line(&r.expected), 40),
-                cut(sanitize_line(&r.observed), 28),
+                cut(sanitize_line(&r.observed_text()), 44),
             ]
         })
         .collect();
@@ -245,6 +245,22 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         out.push_str(&format!(
             "{:<w0$}  {:<w1$}  {:<w2$}  {pass}\n",
             cells[0], cells[1], cells[2]
+        ));
+    }
+    // A refusal that plain file permissions make anyway passes, but shows nothing about the
+    // sandbox: say so, so a reader does not take it for the sandbox at work.
+    let outside_too = report
+        .rows
+        .iter()
+        .filter(|r| r.refused_by == Some(mcpsum_sandbox::RefusedBy::OutsideToo))
+        .count();
+    if outside_too > 0 {
+        out.push_str(&format!(
+            "\n{} {outside_too} refusal{} marked above happen{} outside the sandbox too, for this user (file permissions, or a path that does not exist): {} nothing about the sandbox\n",
+            paint(style::WARN, "note:"),
+            if outside_too == 1 { "" } else { "s" },
+            if outside_too == 1 { "s" } else { "" },
+            if outside_too == 1 { "that row shows" } else { "those rows show" },
         ));
     }
     let failed = report.rows.iter().filter(|r| !r.pass).count();
