@@ -282,7 +282,7 @@ pub enum SandboxCommand {
     Test(SandboxTestArgs),
     /// Propose a `policy.sandbox` from what `mcpsum proxy --learn` observed, for review.
     #[command(
-        after_help = "The proposal is printed; mcp.lock is never edited. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --reset"
+        after_help = "The proposal is printed; mcp.lock is edited only with `--write`, which shows the change to the\nentry's `policy` as a diff and then merges it in. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --write\n  mcpsum sandbox suggest --name time --reset"
     )]
     Suggest(SandboxSuggestArgs),
 }
@@ -296,6 +296,10 @@ pub struct SandboxSuggestArgs {
     /// Print only the `policy.sandbox` object, as JSON.
     #[arg(long, conflicts_with = "reset")]
     pub json: bool,
+    /// Also merge the proposal into the server's `policy.sandbox` in the lockfile (after
+    /// showing the change as a diff): entries already there stay, new ones join them.
+    #[arg(long, conflicts_with = "reset")]
+    pub write: bool,
     /// Forget the server's observations instead.
     #[arg(long)]
     pub reset: bool,
