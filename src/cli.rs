@@ -99,7 +99,7 @@ pub enum Command {
     SuggestPolicy(SuggestArgs),
     /// Lock the MCP servers your clients already run and route them through mcpsum.
     #[command(
-        long_about = "Lock the MCP servers your clients already run and route them through mcpsum.\n\nReads the MCP configs of Claude Desktop, Claude Code, Cursor, VS Code, Codex and Windsurf (in the\ncurrent directory and in your home directory), lists every server, locks each stdio server as `mcpsum lock` would, and\nshows the change that would run it as `mcpsum proxy --name NAME --lockfile ABS_PATH`. Only the\nnames of environment variables are read, never their values. Remote (HTTP, SSE) servers are\nlisted and left as they are.\n\nWithout `--write` no client config is changed. With `--write` each config is rewritten in place: only the `command` and\n`args` values change; a backup is kept beside the file, and `--undo` restores it.",
+        long_about = "Lock the MCP servers your clients already run and route them through mcpsum.\n\nReads the MCP configs of Claude Desktop, Claude Code, Cursor, VS Code, Codex and Windsurf (in the\ncurrent directory and in your home directory), lists every server, locks each stdio server as\n`mcpsum lock` would (several at once), and shows the change that would run it as\n`mcpsum proxy --name NAME --lockfile ABS_PATH`. Only the names of environment variables are read,\nnever their values. Remote (HTTP, SSE) servers are listed and left as they are.\n\nServers of a project's configs (`./.mcp.json`, `./.cursor/mcp.json`, ...) are locked into the\nproject's `mcp.lock` (here or in a parent, else a new `./mcp.lock`). Servers of your user-level\nconfigs (`~/.cursor/mcp.json`, `~/.claude.json`, Claude Desktop's, ...), which every project sees,\nare locked into the user-level lockfile `$XDG_CONFIG_HOME/mcpsum/mcp.lock` (default\n`~/.config/mcpsum/mcp.lock`). `--lockfile` (or `$MCPSUM_LOCKFILE`) puts them all into one file.\n\nWithout `--write` the servers are still locked (the lockfiles are written, as it says before it\nstarts), but no client config is changed. With `--write` each config is rewritten in place: only\nthe `command` and `args` values change; a backup is kept beside the file, and `--undo` restores\nit.",
         after_help = "Examples:\n  mcpsum import                                  # lock the servers, show the config change\n  mcpsum import --from cursor                    # only Cursor's configs\n  mcpsum import --from ./.vscode/mcp.json        # one file\n  mcpsum import --env PATH --env HOME --write    # npx/uvx servers need PATH and HOME\n  mcpsum import --undo                           # put the files back as they were"
     )]
     Import(ImportArgs),
@@ -282,7 +282,7 @@ pub enum SandboxCommand {
     Test(SandboxTestArgs),
     /// Propose a `policy.sandbox` from what `mcpsum proxy --learn` observed, for review.
     #[command(
-        after_help = "The proposal is printed; mcp.lock is never edited. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --reset"
+        after_help = "The proposal is printed; mcp.lock is edited only with `--write`, which shows the change to the\nentry's `policy` as a diff and then merges it in. Paths the runtime base already grants are\nleft out, and so is anything that looks secret (credential files, `~/.ssh`, keyrings, browser\nprofiles), with a warning. Observations add up over learning sessions (`mcpsum proxy --name NAME --learn`) until `--reset`.\n\nExamples:\n  mcpsum sandbox suggest --name time\n  mcpsum sandbox suggest --name time --json > sandbox.json\n  mcpsum sandbox suggest --name time --write\n  mcpsum sandbox suggest --name time --reset"
     )]
     Suggest(SandboxSuggestArgs),
 }
@@ -296,6 +296,10 @@ pub struct SandboxSuggestArgs {
     /// Print only the `policy.sandbox` object, as JSON.
     #[arg(long, conflicts_with = "reset")]
     pub json: bool,
+    /// Also merge the proposal into the server's `policy.sandbox` in the lockfile (after
+    /// showing the change as a diff): entries already there stay, new ones join them.
+    #[arg(long, conflicts_with = "reset")]
+    pub write: bool,
     /// Forget the server's observations instead.
     #[arg(long)]
     pub reset: bool,

@@ -290,6 +290,30 @@ pub fn render(drift: &Drift, indent: &str) -> String {
     out
 }
 
+/// A unified diff of the pretty JSON of `a` and `b` (empty when they are equal), each line
+/// indented by `indent`: how a command that edits an entry shows the change before writing it.
+pub fn json_diff(a: &Value, b: &Value, indent: &str) -> String {
+    if a == b {
+        return String::new();
+    }
+    let (pa, pb) = (pretty(a), pretty(b));
+    let mut out = String::new();
+    let diff = TextDiff::from_lines(&pa, &pb);
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        let _ = writeln!(out, "{indent}{}", paint(style::HUNK, hunk.header()));
+        for change in hunk.iter_changes() {
+            let line = sanitize_line(change.value().trim_end_matches('\n'));
+            let text = match change.tag() {
+                ChangeTag::Delete => paint(style::REMOVED, format!("-{line}")),
+                ChangeTag::Insert => paint(style::ADDED, format!("+{line}")),
+                ChangeTag::Equal => format!(" {line}"),
+            };
+            let _ = writeln!(out, "{indent}{text}");
+        }
+    }
+    out
+}
+
 /// Word diffs of long strings that changed, then a unified diff of the pretty JSON unless the
 /// long strings were the only change.
 fn render_value_change(a: &Value, b: &Value, indent: &str) -> String {
@@ -307,20 +331,7 @@ fn render_value_change(a: &Value, b: &Value, indent: &str) -> String {
         let _ = writeln!(out, "{indent}  {}", word_diff(old, new));
     }
     if other || long.is_empty() {
-        let (pa, pb) = (pretty(a), pretty(b));
-        let diff = TextDiff::from_lines(&pa, &pb);
-        for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-            let _ = writeln!(out, "{indent}{}", paint(style::HUNK, hunk.header()));
-            for change in hunk.iter_changes() {
-                let line = sanitize_line(change.value().trim_end_matches('\n'));
-                let text = match change.tag() {
-                    ChangeTag::Delete => paint(style::REMOVED, format!("-{line}")),
-                    ChangeTag::Insert => paint(style::ADDED, format!("+{line}")),
-                    ChangeTag::Equal => format!(" {line}"),
-                };
-                let _ = writeln!(out, "{indent}{text}");
-            }
-        }
+        out.push_str(&json_diff(a, b, indent));
     }
     out
 }

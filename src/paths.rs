@@ -29,11 +29,42 @@ pub fn find_lockfile(flag: Option<&Path>) -> Result<Option<PathBuf>> {
 /// The lockfile a reading command uses; an error naming the search when there is none.
 pub fn require_lockfile(flag: Option<&Path>) -> Result<PathBuf> {
     find_lockfile(flag)?.ok_or_else(|| {
-        Error::new(format!(
+        let error = Error::new(format!(
             "no `{LOCKFILE_NAME}` in the current directory or any parent"
-        ))
-        .hint("create one with `mcpsum lock --name NAME -- COMMAND...`, or pass `--lockfile PATH`")
+        ));
+        // Servers imported from a user-level client config are locked there, not in a project.
+        match user_lockfile().filter(|p| p.is_file()) {
+            Some(user) => error.hint(format!(
+                "the servers imported from user-level client configs are in `{}`: pass `--lockfile {}`; or create a project's with `mcpsum lock --name NAME -- COMMAND...`",
+                user.display(),
+                user.display()
+            )),
+            None => error.hint(
+                "create one with `mcpsum lock --name NAME -- COMMAND...`, or pass `--lockfile PATH`",
+            ),
+        }
     })
+}
+
+/// The lockfile named by `--lockfile` or `$MCPSUM_LOCKFILE`, if either is given.
+pub fn explicit_lockfile(flag: Option<&Path>) -> Option<PathBuf> {
+    flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("MCPSUM_LOCKFILE")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// The user-level lockfile, for servers of the user's own client configs (`~/.cursor/mcp.json`,
+/// `~/.claude.json`, Claude Desktop's): `$XDG_CONFIG_HOME/mcpsum/mcp.lock`, else
+/// `~/.config/mcpsum/mcp.lock`. `import` locks them there, since every project sees them.
+pub fn user_lockfile() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home_dir().map(|h| h.join(".config")))
+        .map(|c| c.join("mcpsum").join(LOCKFILE_NAME))
 }
 
 /// `$MCPSUM_STATE_DIR`, else `$XDG_STATE_HOME/mcpsum`, else `~/.local/state/mcpsum`.

@@ -141,7 +141,7 @@ pub use policy::{
     check_tasks, validate,
 };
 
-pub use report_model::{EgressCheck, EgressHook, LayerRow, ReportRow, SandboxReport};
+pub use report_model::{EgressCheck, EgressHook, LayerRow, RefusedBy, ReportRow, SandboxReport};
 
 /// The variables that point a server at an egress proxy listening on `127.0.0.1:port`, with
 /// their values: every proxy variable the common runtimes read (upper and lower case), no

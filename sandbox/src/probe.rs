@@ -158,7 +158,7 @@ fn res<T>(r: std::io::Result<T>) -> Outcome {
     }
 }
 
-fn run(op: &ProbeOp) -> Outcome {
+pub(crate) fn run(op: &ProbeOp) -> Outcome {
     match op {
         ProbeOp::Read(p) => {
             let p = &resolve(p);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::plan::{EnvValue, FsRule, Origin, ReadOnlyView, SandboxPlan, plan};
 use crate::policy::{NetworkMode, PolicyPath, Protected};
 use crate::probe::{MetaCall, Outcome, ProbeOp};
-use crate::report_model::{EgressHook, LayerRow, ReportRow, SandboxReport};
+use crate::report_model::{EgressHook, LayerRow, RefusedBy, ReportRow, SandboxReport};
 use crate::{BRIDGE_TIMEOUT, LaunchRequest, PROBE_SUBCOMMAND, SETUP_FAILED_EXIT, SandboxError};
 
 /// How long the probe may run.
@@ -224,11 +224,19 @@ pub fn sandbox_test_plan(
     let rows = checks
         .into_iter()
         .zip(outcomes)
-        .map(|((check, _, expect), got)| ReportRow {
-            check,
-            expected: expect.text(),
-            observed: got.text(),
-            pass: expect.pass(&got),
+        .map(|((check, op, expect), got)| {
+            let outside = outside_the_sandbox(&op, &got);
+            ReportRow {
+                check,
+                expected: expect.text(),
+                observed: got.text(),
+                pass: expect.pass(&got),
+                refused_by: outside.as_ref().map(|o| match o {
+                    Outcome::Ok => RefusedBy::Sandbox,
+                    _ => RefusedBy::OutsideToo,
+                }),
+                outside: outside.as_ref().map(Outcome::text),
+            }
         })
         .collect();
     drop(prepared);
@@ -239,6 +247,38 @@ pub fn sandbox_test_plan(
         write_set,
         rows,
     })
+}
+
+/// What `op` does outside the sandbox, made here by the same user, when the probe saw it refused
+/// inside: a refusal that plain file permissions (or a missing path) make anyway shows nothing
+/// about the sandbox. Only file accesses and a pathname socket are compared; each is harmless
+/// where it is allowed (see `probe`: reads read one byte, writes append nothing or create and
+/// remove a file of their own, metadata calls set what is there). `${TMP}` paths exist only
+/// inside.
+fn outside_the_sandbox(op: &ProbeOp, inside: &Outcome) -> Option<Outcome> {
+    if !matches!(inside, Outcome::Errno(_)) {
+        return None;
+    }
+    let (ProbeOp::Read(path)
+    | ProbeOp::Write(path)
+    | ProbeOp::Truncate(path)
+    | ProbeOp::Meta(_, path)
+    | ProbeOp::UnixConnect(path)) = op
+    else {
+        return None;
+    };
+    if path.starts_with(crate::probe::TMP_MARK) {
+        return None;
+    }
+    match crate::probe::run(op) {
+        // Replacing an attribute the file does not have passed every permission check.
+        Outcome::Errno(e)
+            if e == "ENODATA" && matches!(op, ProbeOp::Meta(MetaCall::Setxattr, _)) =>
+        {
+            Some(Outcome::Ok)
+        }
+        got => Some(got),
+    }
 }
 
 fn unique() -> u64 {

@@ -41,6 +41,57 @@ pub struct ReportRow {
     pub observed: String,
     /// Whether they agree.
     pub pass: bool,
+    /// For a refused file access (read, write, truncate, a metadata change, a pathname socket):
+    /// whether the sandbox is what refused it, from the same access made outside the sandbox by
+    /// the same user. Absent for other rows, for accesses that succeeded, and for `${TMP}` paths
+    /// (which exist only inside).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<RefusedBy>,
+    /// What that same access did outside the sandbox (`allowed`, `refused (EACCES)`), when
+    /// `refused_by` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside: Option<String>,
+}
+
+/// Who refused a file access the probe saw refused inside the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusedBy {
+    /// The sandbox: the same access outside it, by the same user, succeeds.
+    Sandbox,
+    /// Not the sandbox alone: the same access outside it is refused too (file permissions, a
+    /// missing path, a read-only mount), so the row shows nothing about the sandbox.
+    OutsideToo,
+}
+
+impl ReportRow {
+    /// `observed`, saying for a refused file access whether the sandbox is what refused it:
+    /// `refused by the sandbox (EACCES)`, or `refused (EACCES; permissions refuse it too)`.
+    pub fn observed_text(&self) -> String {
+        match (self.refused_by, self.outside.as_deref()) {
+            (Some(RefusedBy::Sandbox), _) => match self.observed.strip_prefix("refused ") {
+                Some(rest) => format!("refused by the sandbox {rest}"),
+                None => self.observed.clone(),
+            },
+            (Some(RefusedBy::OutsideToo), Some(outside)) => {
+                let errno = outside
+                    .strip_prefix("refused (")
+                    .and_then(|e| e.strip_suffix(')'))
+                    .unwrap_or(outside);
+                let why = match errno {
+                    "EACCES" | "EPERM" => "permissions refuse it too".to_owned(),
+                    "EROFS" => "read-only outside too".to_owned(),
+                    "ENOENT" | "ENOTDIR" => "missing outside too".to_owned(),
+                    other => format!("outside too: {other}"),
+                };
+                match self.observed.strip_suffix(')') {
+                    Some(head) => format!("{head}; {why})"),
+                    None => format!("{} ({why})", self.observed),
+                }
+            }
+            _ => self.observed.clone(),
+        }
+    }
 }
 
 /// Which layer applied how (printed above the table).
@@ -101,7 +152,12 @@ impl std::fmt::Display for SandboxReport {
         let (wc, we, wo) = (
             width(|r| &r.check, "check"),
             width(|r| &r.expected, "expected"),
-            width(|r| &r.observed, "observed"),
+            self.rows
+                .iter()
+                .map(|r| r.observed_text().chars().count())
+                .chain(["observed".len()])
+                .max()
+                .unwrap_or(0),
         );
         writeln!(
             f,
@@ -114,7 +170,7 @@ impl std::fmt::Display for SandboxReport {
                 "{:wc$}  {:we$}  {:wo$}  {}",
                 r.check,
                 r.expected,
-                r.observed,
+                r.observed_text(),
                 if r.pass { "ok" } else { "FAIL" }
             )?;
         }
@@ -142,12 +198,40 @@ mod tests {
                     expected: "refused (EPERM)".into(),
                     observed: "refused (EPERM)".into(),
                     pass: true,
+                    refused_by: None,
+                    outside: None,
                 },
                 ReportRow {
                     check: "read home /home/u".into(),
                     expected: "refused".into(),
                     observed: "allowed".into(),
                     pass: false,
+                    refused_by: None,
+                    outside: None,
+                },
+                ReportRow {
+                    check: "read lockfile /p/mcp.lock".into(),
+                    expected: "refused".into(),
+                    observed: "refused (EACCES)".into(),
+                    pass: true,
+                    refused_by: Some(RefusedBy::Sandbox),
+                    outside: Some("allowed".into()),
+                },
+                ReportRow {
+                    check: "read home /nonexistent".into(),
+                    expected: "refused".into(),
+                    observed: "refused (EACCES)".into(),
+                    pass: true,
+                    refused_by: Some(RefusedBy::OutsideToo),
+                    outside: Some("refused (ENOENT)".into()),
+                },
+                ReportRow {
+                    check: "write elsewhere /srv".into(),
+                    expected: "refused".into(),
+                    observed: "refused (EROFS)".into(),
+                    pass: true,
+                    refused_by: Some(RefusedBy::OutsideToo),
+                    outside: Some("refused (EACCES)".into()),
                 },
             ],
         };
@@ -161,9 +245,12 @@ read set:
   /usr  (runtime base)
 write set:
   ${TMP}  (private tmp)
-check              expected         observed         pass
-ptrace             refused (EPERM)  refused (EPERM)  ok
-read home /home/u  refused          allowed          FAIL
+check                      expected         observed                                    pass
+ptrace                     refused (EPERM)  refused (EPERM)                             ok
+read home /home/u          refused          allowed                                     FAIL
+read lockfile /p/mcp.lock  refused          refused by the sandbox (EACCES)             ok
+read home /nonexistent     refused          refused (EACCES; missing outside too)       ok
+write elsewhere /srv       refused          refused (EROFS; permissions refuse it too)  ok
 "
         );
     }

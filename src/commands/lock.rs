@@ -35,36 +35,32 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         output::info(&format!("no servers locked in `{}`", path.display()));
         return Ok(Exit::Ok);
     }
-    let progress = std::sync::Arc::new(crate::progress::Progress::start());
-    let mut tasks = Vec::new();
-    for name in lock.servers.keys() {
-        let one = LockArgs {
-            name: name.clone(),
-            all: false,
-            env: args.env.clone(),
-            sandbox: None,
-            timeout_secs: args.timeout_secs,
-            era: None,
-            command: Vec::new(),
-        };
-        let (path, progress) = (path.to_path_buf(), progress.clone());
-        tasks.push((
-            name.clone(),
-            tokio::spawn(async move { lock_one(&path, &one, Some(&progress)).await }),
-        ));
-    }
+    let jobs = lock
+        .servers
+        .keys()
+        .map(|name| {
+            (
+                path.to_path_buf(),
+                LockArgs {
+                    name: name.clone(),
+                    all: false,
+                    env: args.env.clone(),
+                    sandbox: None,
+                    timeout_secs: args.timeout_secs,
+                    era: None,
+                    command: Vec::new(),
+                },
+            )
+        })
+        .collect();
     drop(lock);
     let mut failed = Vec::new();
-    for (name, task) in tasks {
-        let result = task
-            .await
-            .unwrap_or_else(|e| Err(Error::new(format!("locking `{name}` crashed")).cause(e)));
+    for (_, name, result) in lock_many(jobs).await {
         if let Err(e) = result {
             output::error(&e);
             failed.push(name);
         }
     }
-    drop(progress);
     if failed.is_empty() {
         return Ok(Exit::Ok);
     }
@@ -82,6 +78,38 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         "their entries are unchanged; fix each as its error above says, then run `mcpsum lock --name {}`",
         failed[0]
     )))
+}
+
+/// Locks each `(lockfile, args)` at once, as `lock --all` does (each read-modify-write under its
+/// lockfile's advisory lock, so all of them land), with one progress display; each result comes
+/// back with its lockfile and server name, in the order given. `import` locks what it found
+/// through here.
+pub async fn lock_many(
+    jobs: Vec<(std::path::PathBuf, LockArgs)>,
+) -> Vec<(std::path::PathBuf, String, Result<Exit>)> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    let progress = std::sync::Arc::new(crate::progress::Progress::start());
+    let mut tasks = Vec::new();
+    for (path, one) in jobs {
+        let name = one.name.clone();
+        let (task_path, progress) = (path.clone(), progress.clone());
+        tasks.push((
+            path,
+            name,
+            tokio::spawn(async move { lock_one(&task_path, &one, Some(&progress)).await }),
+        ));
+    }
+    let mut out = Vec::new();
+    for (path, name, task) in tasks {
+        let result = task
+            .await
+            .unwrap_or_else(|e| Err(Error::new(format!("locking `{name}` crashed")).cause(e)));
+        out.push((path, name, result));
+    }
+    drop(progress);
+    out
 }
 
 /// Locks one server into the lockfile at `path`: the whole of `lock` once the file is known.

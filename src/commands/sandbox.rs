@@ -220,7 +220,7 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
             [
                 cut(sanitize_line(&r.check), 60),
                 cut(sanitize_line(&r.expected), 40),
-                cut(sanitize_line(&r.observed), 28),
+                cut(sanitize_line(&r.observed_text()), 44),
             ]
         })
         .collect();
@@ -245,6 +245,22 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
         out.push_str(&format!(
             "{:<w0$}  {:<w1$}  {:<w2$}  {pass}\n",
             cells[0], cells[1], cells[2]
+        ));
+    }
+    // A refusal that plain file permissions make anyway passes, but shows nothing about the
+    // sandbox: say so, so a reader does not take it for the sandbox at work.
+    let outside_too = report
+        .rows
+        .iter()
+        .filter(|r| r.refused_by == Some(mcpsum_sandbox::RefusedBy::OutsideToo))
+        .count();
+    if outside_too > 0 {
+        out.push_str(&format!(
+            "\n{} {outside_too} refusal{} marked above happen{} outside the sandbox too, for this user (file permissions, or a path that does not exist): {} nothing about the sandbox\n",
+            paint(style::WARN, "note:"),
+            if outside_too == 1 { "" } else { "s" },
+            if outside_too == 1 { "s" } else { "" },
+            if outside_too == 1 { "that row shows" } else { "those rows show" },
         ));
     }
     let failed = report.rows.iter().filter(|r| !r.pass).count();
@@ -311,7 +327,13 @@ pub fn suggest(
     }
     if args.json {
         output::stdout_json(&s.policy());
+        if args.write {
+            return write_suggestion(&path, &args.name, &s, true);
+        }
         return Ok(Exit::Ok);
+    }
+    if args.write {
+        return write_suggestion(&path, &args.name, &s, false);
     }
     let mut out = format!(
         "{}\n",
@@ -347,14 +369,125 @@ pub fn suggest(
         out.push_str("  allow  []  it asked for no host\n");
     }
     out.push_str(&format!(
-        "\nreview it, then paste it as `servers.{}.policy.sandbox` into `{}` (mcpsum does not edit it) and check it with `mcpsum sandbox test --name {}`:\n",
-        args.name,
+        "\nreview it, then paste it as `servers.{name}.policy.sandbox` into `{}` (or run `mcpsum sandbox suggest --name {name} --write` to merge it in) and check it with `mcpsum sandbox test --name {name}`:\n",
         path.display(),
-        args.name
+        name = args.name,
     ));
     out.push_str(&serde_json::to_string_pretty(&s.policy()).unwrap_or_default());
     out.push('\n');
     output::stdout(&out);
+    Ok(Exit::Ok)
+}
+
+/// `sandbox suggest --write`: merges the proposal into `servers.NAME.policy.sandbox` (entries
+/// already there stay, and a proposed path an entry already covers is not added), shows the
+/// change to the entry's `policy` as a diff, checks the merged policy as the proxy would, and
+/// writes the lockfile atomically under its advisory lock on a fresh read, as `lock` does.
+fn write_suggestion(
+    path: &std::path::Path,
+    name: &str,
+    s: &crate::learning::Suggestion,
+    json: bool,
+) -> Result<Exit> {
+    lockfile::refuse_symlink(path)?;
+    let guard = lockfile::LockGuard::acquire(path)?;
+    let mut lock = lockfile::load(path)?;
+    let Some(entry) = lock.servers.get_mut(name) else {
+        return Err(super::unknown_server(&lock, path, name));
+    };
+    let policy_json = |p: &Option<lockfile::Policy>| {
+        serde_json::to_value(p.clone().unwrap_or_default()).unwrap_or_default()
+    };
+    let before = policy_json(&entry.policy);
+    let had_sandbox = entry.sandbox().is_some();
+    let policy = entry.policy.get_or_insert_with(lockfile::Policy::default);
+    let sandbox = policy
+        .sandbox
+        .get_or_insert_with(lockfile::SandboxPolicy::default);
+    let mut added = Vec::new();
+    let covered = |kept: &[String], p: &str| {
+        kept.iter()
+            .any(|k| std::path::Path::new(p).starts_with(std::path::Path::new(k)))
+    };
+    for p in &s.write {
+        if !covered(&sandbox.filesystem.write, &p.entry) {
+            added.push(format!("write `{}`", sanitize_line(&p.entry)));
+            sandbox.filesystem.write.push(p.entry.clone());
+        }
+    }
+    for p in &s.read {
+        let kept: Vec<String> = sandbox
+            .filesystem
+            .read
+            .iter()
+            .chain(&sandbox.filesystem.write)
+            .cloned()
+            .collect();
+        if !covered(&kept, &p.entry) {
+            added.push(format!("read `{}`", sanitize_line(&p.entry)));
+            sandbox.filesystem.read.push(p.entry.clone());
+        }
+    }
+    for p in &s.allow {
+        if !sandbox.network.allow.contains(&p.entry) {
+            added.push(format!("allow `{}`", sanitize_line(&p.entry)));
+            sandbox.network.allow.push(p.entry.clone());
+        }
+    }
+    if added.is_empty() && had_sandbox {
+        output::info(&format!(
+            "`servers.{name}.policy.sandbox` of `{}` already grants everything proposed; nothing written",
+            path.display()
+        ));
+        return Ok(Exit::Ok);
+    }
+    let merged = sandbox.clone();
+    let after = policy_json(&entry.policy);
+    let command = entry.command.clone();
+    let diff = format!(
+        "{}\n{}",
+        paint(
+            style::BOLD,
+            format!("servers.{name}.policy of `{}`:", path.display())
+        ),
+        crate::drift::json_diff(&before, &after, "  ")
+    );
+    // With `--json` stdout holds the one document; the diff is for the person, on stderr.
+    if json {
+        output::info(diff.trim_end());
+    } else {
+        output::stdout(&diff);
+    }
+    // Fail closed: a merged policy the proxy would refuse (a path that does not exist here, a
+    // write that covers a protected path) is not written.
+    lockfile::check_entry(path, name, &lock.servers[name])?;
+    let spec = crate::sandboxing::SandboxSpec {
+        policy: merged,
+        lockfile: path.to_path_buf(),
+    };
+    crate::sandboxing::request(name, &command, &spec, Vec::new()).map_err(|e| {
+        Error::new(format!(
+            "the merged `policy.sandbox` of server `{name}` would be refused; `{}` was left unchanged",
+            path.display()
+        ))
+        .cause(e)
+        .hint(format!(
+            "learn again (`mcpsum sandbox suggest --name {name} --reset`, then `mcpsum proxy --name {name} --learn`), or edit the policy by hand"
+        ))
+    })?;
+    lockfile::write_atomic(path, &lockfile::to_bytes(&lock))?;
+    drop(guard);
+    output::info(&format!(
+        "{} to `servers.{name}.policy.sandbox` of `{}`: {}; check it with `mcpsum sandbox test --name {name}`",
+        paint(style::OK, "added"),
+        path.display(),
+        if added.is_empty() {
+            "an empty sandbox (no path, no host)".to_owned()
+        } else {
+            added.join(", ")
+        }
+    ));
+    crate::signing::warn_if_stale(path);
     Ok(Exit::Ok)
 }
 

@@ -135,7 +135,9 @@ impl Setup {
 }
 
 fn place_path(w: &World, place: &str) -> PathBuf {
-    if let Some(rest) = place.strip_prefix("~/") {
+    if let Some(rest) = place.strip_prefix("$XDG/") {
+        w.path().join("xdg").join(rest)
+    } else if let Some(rest) = place.strip_prefix("~/") {
         w.path().join("home").join(rest)
     } else {
         w.path().join(place.strip_prefix("./").unwrap())
@@ -763,4 +765,295 @@ fn a_symlinked_private_config_stays_a_symlink_and_private() {
     assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     assert!(std::fs::read(&real).unwrap() == original);
     assert_eq!(mode(&real), 0o600);
+}
+
+// ----- issue 21: user-level configs lock into the user-level lockfile -----
+
+/// `mcpsum ARGS` without `--lockfile`, from `cwd`, with `XDG_CONFIG_HOME` set to the world's
+/// `xdg` folder when `xdg` is true (else the default, `~/.config`).
+fn bare(s: &Setup, cwd: &Path, xdg: bool, args: &[&str]) -> Run {
+    let mut c = s.w.bare_cmd();
+    if xdg {
+        c.env("XDG_CONFIG_HOME", s.w.path().join("xdg"));
+    }
+    c.current_dir(cwd).args(args);
+    Run::from_output(c.output().expect("run mcpsum"))
+}
+
+fn server_names(lockfile: &Path) -> Vec<String> {
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(lockfile).unwrap_or_else(|e| panic!("`{}`: {e}", lockfile.display())),
+    )
+    .unwrap();
+    v["servers"].as_object().unwrap().keys().cloned().collect()
+}
+
+/// The `--lockfile` value of a rewritten JSON entry.
+fn routed_lockfile(s: &Setup, fixture: &str, pointer: &str) -> String {
+    let v: Value = serde_json::from_str(&s.read(fixture)).unwrap();
+    let args = v.pointer(pointer).unwrap()["args"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let i = args.iter().position(|a| a == "--lockfile").unwrap();
+    args[i + 1].as_str().unwrap().to_owned()
+}
+
+/// Every fixture where its client keeps it, Claude Desktop's under `$XDG_CONFIG_HOME`.
+const FIXTURES_XDG: [(&str, &str); 8] = [
+    (
+        "claude_desktop_config.json",
+        "$XDG/Claude/claude_desktop_config.json",
+    ),
+    FIXTURES[1],
+    FIXTURES[2],
+    FIXTURES[3],
+    FIXTURES[4],
+    FIXTURES[5],
+    FIXTURES[6],
+    FIXTURES[7],
+];
+
+/// Issue 21: without `--lockfile`, the servers of project configs are locked into the
+/// project's `mcp.lock` and those of user-level configs (Claude Desktop's, `~/.claude.json`,
+/// `~/.cursor/mcp.json`, Codex's, Windsurf's) into `$XDG_CONFIG_HOME/mcpsum/mcp.lock`, which
+/// their rewritten entries name; both are said before they are written; the proxy of a
+/// user-level entry serves from anywhere; `verify` outside a project points at the user-level
+/// lockfile; `--undo` restores every file of both scopes.
+#[test]
+fn user_level_configs_lock_into_the_user_lockfile() {
+    let s = Setup::with(&FIXTURES_XDG);
+    let project = s.w.path().to_path_buf();
+    let project_lock = project.join("mcp.lock");
+    let user_lock = project.join("xdg/mcpsum/mcp.lock");
+
+    let r = bare(&s, &project, true, &["import"]);
+    r.code(0);
+    let note_project = format!(
+        "note: locking 3 servers of project configs into `{}` now; the client configs are not changed without `--write`",
+        project_lock.display()
+    );
+    let note_user = format!(
+        "note: locking 9 servers of user-level configs into `{}` now; the client configs are not changed without `--write`",
+        user_lock.display()
+    );
+    r.stderr_has(&[
+        &note_project,
+        &note_user,
+        &format!(
+            "locked 3 servers into `{}`, locked 9 servers into `{}`; dry run: no client config was changed",
+            project_lock.display(),
+            user_lock.display()
+        ),
+    ]);
+    // Said before it happens: the notes come before the first server is locked.
+    let first_lock = r.stderr.find("locked `").expect("a lock summary");
+    assert!(
+        r.stderr.find(&note_user).unwrap() < first_lock,
+        "{}",
+        r.stderr
+    );
+    r.stdout_has(&[&format!(
+        "Cursor: {}\n  a user-level config: its servers go into `{}`",
+        s.file("cursor-user.mcp.json").display(),
+        user_lock.display()
+    )]);
+    assert_eq!(server_names(&project_lock), ["memory", "shared", "tracker"]);
+    assert_eq!(
+        server_names(&user_lock),
+        [
+            "My-Notes-",
+            "bare",
+            "db",
+            "docs",
+            "filesystem",
+            "notes",
+            "notes-cursor",
+            "search",
+            "shared"
+        ]
+    );
+    s.assert_files_unchanged("dry run");
+
+    // `--write` reuses the entries and routes each file to its own lockfile.
+    let r = bare(&s, &project, true, &["import", "--write"]);
+    r.code(0);
+    r.stderr_has(&[&format!(
+        "routed 12 servers in 8 files through mcpsum (lockfiles `{}` (project configs) and `{}` (user-level configs))",
+        project_lock.display(),
+        user_lock.display()
+    )]);
+    assert_eq!(
+        routed_lockfile(&s, "cursor-user.mcp.json", "/mcpServers/notes"),
+        user_lock.display().to_string()
+    );
+    assert_eq!(
+        routed_lockfile(&s, "cursor-project.mcp.json", "/mcpServers/shared"),
+        project_lock.display().to_string()
+    );
+    assert_eq!(
+        routed_lockfile(&s, "claude_desktop_config.json", "/mcpServers/filesystem"),
+        user_lock.display().to_string()
+    );
+    let manifest = s.manifest();
+    assert_eq!(
+        manifest["imports"].as_array().unwrap().len(),
+        1,
+        "{manifest:#}"
+    );
+
+    // The rewritten user-level entry runs from any folder: it names its lockfile.
+    let config: Value = serde_json::from_str(&s.read("cursor-user.mcp.json")).unwrap();
+    let entry = &config["mcpServers"]["notes"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut child = Command::new(entry["command"].as_str().unwrap())
+        .args(&args)
+        .env_clear()
+        .env("NOTES_TOKEN", "value-set-by-the-client")
+        .env("MCPSUM_STATE_DIR", s.w.path().join("state"))
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let init: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "example-notes",
+        "{init}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+
+    // Outside any project, a reading command names the user-level lockfile.
+    let r = bare(&s, Path::new("/"), true, &["verify"]);
+    r.code(2);
+    r.stderr_has(&[&format!(
+        "the servers imported from user-level client configs are in `{}`: pass `--lockfile {}`",
+        user_lock.display(),
+        user_lock.display()
+    )]);
+    let lock_arg = user_lock.display().to_string();
+    bare(
+        &s,
+        Path::new("/"),
+        true,
+        &["--lockfile", &lock_arg, "verify"],
+    )
+    .code(0);
+
+    // `--undo` puts every file back, of both scopes, and names both lockfiles.
+    let r = bare(&s, &project, true, &["import", "--undo"]);
+    r.code(0);
+    r.stderr_has(&[&format!(
+        "the lock entries in `{}` and `{}` are kept",
+        project_lock.display(),
+        user_lock.display()
+    )]);
+    s.assert_files_unchanged("after --undo");
+    assert_eq!(backups(s.w.path()), Vec::<PathBuf>::new());
+}
+
+/// Without `XDG_CONFIG_HOME` the user-level lockfile is `~/.config/mcpsum/mcp.lock`, also for
+/// a user-level file named with `--from`, and also when `import` runs in the home folder
+/// (whose `.cursor/mcp.json` is Cursor's user-level config, not a project's).
+#[test]
+fn the_user_lockfile_defaults_to_the_config_folder() {
+    let s = Setup::with(&[FIXTURES[4]]);
+    let home = s.w.path().join("home");
+    let user_lock = home.join(".config/mcpsum/mcp.lock");
+    let cursor = s.file("cursor-user.mcp.json").display().to_string();
+    for (i, cwd) in [s.w.path().to_path_buf(), home.clone()].iter().enumerate() {
+        let r = bare(&s, cwd, false, &["import", "--from", &cursor]);
+        r.code(0);
+        if i == 0 {
+            r.stderr_has(&[&format!(
+                "note: locking 1 server of user-level configs into `{}` now",
+                user_lock.display()
+            )]);
+        } else {
+            r.stdout_has(&["already in the lockfile as `notes` with this command"]);
+        }
+        assert_eq!(server_names(&user_lock), ["notes"]);
+        assert!(!cwd.join("mcp.lock").exists(), "{}", cwd.display());
+    }
+    let r = bare(&s, &home, false, &["import", "--write"]);
+    r.code(0);
+    assert_eq!(
+        routed_lockfile(&s, "cursor-user.mcp.json", "/mcpServers/notes"),
+        user_lock.display().to_string()
+    );
+    bare(&s, &home, false, &["import", "--undo"]).code(0);
+    s.assert_files_unchanged("after --undo");
+}
+
+/// Issue 21: `import` locks the servers it found at once, as `lock --all` does: each fake server
+/// waits before reading anything, and all three have started before any of them is spoken to
+/// (one after the other, the first would be spoken to before the second starts). All land.
+#[test]
+fn import_locks_the_servers_at_once() {
+    let w = World::new();
+    let transcript = w.transcript("slow");
+    let mut scenario = example_scenario();
+    scenario["transcript"] = json!(transcript.display().to_string());
+    scenario["startDelayMs"] = json!(3000);
+    let scenario = w.scenario("slow", &scenario);
+    let servers: serde_json::Map<String, Value> = ["a", "b", "c"]
+        .iter()
+        .map(|label| {
+            (
+                (*label).to_owned(),
+                json!({"command": PYTHON, "args": [
+                    fake_server().display().to_string(),
+                    scenario.display().to_string(),
+                    "--label",
+                    label
+                ]}),
+            )
+        })
+        .collect();
+    std::fs::create_dir_all(w.path().join(".cursor")).unwrap();
+    std::fs::write(
+        w.path().join(".cursor/mcp.json"),
+        serde_json::to_vec_pretty(&json!({ "mcpServers": servers })).unwrap(),
+    )
+    .unwrap();
+    let r = w.run(&["import", "--from", "cursor"]);
+    r.code(0);
+    let events = transcript_events(&transcript);
+    let first_recv = events
+        .iter()
+        .position(|e| e["event"] == "recv")
+        .unwrap_or_else(|| panic!("no server was spoken to: {events:#?}"));
+    let mut started: Vec<String> = events[..first_recv]
+        .iter()
+        .filter(|e| e["event"] == "start")
+        .filter_map(|e| {
+            let argv = e["argv"].as_array()?;
+            let i = argv.iter().position(|a| a == "--label")?;
+            Some(argv[i + 1].as_str()?.to_owned())
+        })
+        .collect();
+    started.sort();
+    started.dedup();
+    assert_eq!(started, ["a", "b", "c"], "{events:#?}");
+    let lock = w.lock_json();
+    let names: Vec<&String> = lock["servers"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["a", "b", "c"]);
 }

@@ -600,3 +600,111 @@ fn git_server_learned_then_sandboxed_through_the_sdk() {
         );
     }
 }
+
+/// Issue 21: `sandbox suggest --write` shows the change to the entry's `policy` as a diff, then
+/// merges the proposal into `policy.sandbox` (the entries already there stay) with an atomic
+/// write; the merged policy passes `sandbox test`; a second `--write` writes nothing; a signed
+/// lockfile is then said to need `mcpsum sign`.
+#[test]
+fn sandbox_suggest_write_merges_the_proposal_into_the_entry() {
+    let uid = users()[0];
+    let w = Sbx::new(uid);
+    layout(&w);
+    let ctx = format!("uid {uid}");
+    let script = helper("learn_server.py").display().to_string();
+    let first = policy(std::slice::from_ref(&script), &[], &[]);
+    let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    {
+        let mut s = session(
+            w.command(&["proxy", "--name", "learn", "--learn"]),
+            w.p("learn.stderr"),
+        );
+        exercise(&mut s, &w, None, &format!("{ctx}, learning"));
+    }
+    // Signed, so that the write is seen to leave the signature behind.
+    let key = w.p("signer");
+    let keygen = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .expect("run ssh-keygen");
+    assert!(keygen.success(), "ssh-keygen failed");
+    w.chown();
+    w.run(&["sign", "--key", &key.display().to_string()])
+        .code(0);
+
+    let before = std::fs::read(w.lockfile()).unwrap();
+    let r = w.run(&["sandbox", "suggest", "--name", "learn"]);
+    r.code(0);
+    assert!(
+        r.stdout.contains("--write` to merge it in"),
+        "{ctx}: {}",
+        r.stdout
+    );
+    assert_eq!(
+        std::fs::read(w.lockfile()).unwrap(),
+        before,
+        "{ctx}: no --write, no edit"
+    );
+
+    let r = w.run(&["sandbox", "suggest", "--name", "learn", "--write"]);
+    r.code(0);
+    let out = w.s("data/out");
+    r.stdout_has(&[
+        &format!("servers.learn.policy of `{}`:", w.lockfile().display()),
+        "  @@ ",
+        &format!("  +        \"{out}\""),
+        &format!("  +        \"{}\"", w.s("data/bin/tool.sh")),
+        &format!("  -        \"{script}\"\n"),
+    ]);
+    r.stderr_has(&[
+        "added to `servers.learn.policy.sandbox` of `",
+        &format!("write `{out}`"),
+        &format!("read `{}`", w.s("data/proj")),
+        "check it with `mcpsum sandbox test --name learn`",
+        "no longer matches it; review the change, then run `mcpsum sign`",
+    ]);
+    let lock = w.lock_json();
+    let sandbox = &lock["servers"]["learn"]["policy"]["sandbox"];
+    let read = strings(&sandbox["filesystem"]["read"]);
+    assert_eq!(
+        read[0], script,
+        "{ctx}: the kept entry stays first: {sandbox}"
+    );
+    assert!(read.contains(&w.s("data/proj")), "{ctx}: {sandbox}");
+    assert!(read.contains(&w.s("data/bin/tool.sh")), "{ctx}: {sandbox}");
+    assert_eq!(strings(&sandbox["filesystem"]["write"]), [out], "{ctx}");
+    assert_eq!(sandbox["network"]["allow"], json!([]), "{ctx}: {sandbox}");
+    assert!(
+        !serde_json::to_string(sandbox).unwrap().contains(".ssh"),
+        "{ctx}: no secret merged in"
+    );
+    w.run(&["verify"]).code(0);
+    let doc: Value = serde_json::from_str(
+        &w.run(&["sandbox", "test", "--name", "learn", "--json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(doc["passed"], json!(true), "{ctx}: {doc:#}");
+    let refused = strings(&doc["learned"]["refused"]);
+    assert!(
+        !refused.iter().any(|l| l.contains(&w.s("data/"))),
+        "{ctx}: the merged policy grants what was observed: {refused:?}"
+    );
+
+    // Everything proposed is granted now: nothing to write.
+    let merged = std::fs::read(w.lockfile()).unwrap();
+    let r = w.run(&["sandbox", "suggest", "--name", "learn", "--write", "--json"]);
+    r.code(0);
+    assert!(
+        serde_json::from_str::<Value>(&r.stdout).is_ok(),
+        "{ctx}: {}",
+        r.stdout
+    );
+    r.stderr_has(&["already grants everything proposed; nothing written"]);
+    assert_eq!(std::fs::read(w.lockfile()).unwrap(), merged, "{ctx}");
+}

@@ -1789,11 +1789,134 @@ fn sandbox_test_report_as_people_read_it() {
         (r"\bABI \d+", "ABI [N]"),
         (r"Landlock ABI  \d+  \d+", "Landlock ABI  [N]  [N]"),
         (r"\(\d+ checks\)", "([N] checks)"),
+        // passwd's home of `nobody` is missing, unless something made it (then only root
+        // may enter it): refused outside the sandbox either way, with the machine's errno.
+        (
+            r"(read home /nonexistent  refused  refused \(EACCES); [a-z ]+ too\)",
+            "$1; [REFUSED OUTSIDE TOO])",
+        ),
         (r"\d+ rules -> ", "[N] rules -> "),
     ] {
         settings.add_filter(pattern, replacement);
     }
     settings.bind(|| insta::assert_snapshot!("sandbox_test_report", text));
+}
+
+/// Issue 21: a refused file access says whether the sandbox is what refused it. As `nobody`, a
+/// home that only root may enter is refused by plain permissions too (so its row shows nothing
+/// about the sandbox, and is marked), passwd's `/nonexistent` is missing outside too, while
+/// writing `/tmp` is the sandbox's refusal. As root (who passes every permission check) each
+/// refusal is the sandbox's.
+#[test]
+fn a_refusal_permissions_make_too_is_marked() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        let read = vec![helper("").display().to_string(), w.s("data")];
+        let r = w.lock("perm", &policy(&read, &[], &[]), &escape_argv());
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        // Only root may enter the home now: for `nobody` that refusal is not the sandbox's.
+        let home = w.p("home");
+        std::os::unix::fs::chown(&home, Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let ctx = format!("uid {uid}");
+        let doc = assert_report_passes(
+            &w.run(&["sandbox", "test", "--name", "perm", "--json"]),
+            &ctx,
+        );
+        let rows = doc["report"]["rows"].as_array().unwrap();
+        let row = |check: &str| -> &Value {
+            rows.iter()
+                .find(|r| r["check"] == json!(check))
+                .unwrap_or_else(|| panic!("{ctx}: no row `{check}` in {rows:#?}"))
+        };
+        let home_row = row(&format!("read home {}", home.display()));
+        let tmp_row = row("write elsewhere /tmp");
+        assert_eq!(tmp_row["refused_by"], json!("sandbox"), "{ctx}: {tmp_row}");
+        assert_eq!(tmp_row["outside"], json!("allowed"), "{ctx}: {tmp_row}");
+        let lock_row = row(&format!("read lockfile {}", w.lockfile().display()));
+        assert_eq!(
+            lock_row["refused_by"],
+            json!("sandbox"),
+            "{ctx}: {lock_row}"
+        );
+        // Rows that are not file accesses, or that were allowed, carry no verdict.
+        for check in [
+            "ptrace",
+            "socketpair(AF_UNIX)",
+            "write ${TMP} (private tmp)",
+        ] {
+            assert!(
+                row(check).get("refused_by").is_none(),
+                "{ctx}: {}",
+                row(check)
+            );
+        }
+        let text = w.run(&["sandbox", "test", "--name", "perm"]);
+        text.code(0);
+        if uid == 0 {
+            assert_eq!(
+                home_row["refused_by"],
+                json!("sandbox"),
+                "{ctx}: {home_row}"
+            );
+            assert!(
+                rows.iter().all(|r| r["refused_by"] != json!("outside_too")),
+                "{ctx}: root passes every permission check: {rows:#?}"
+            );
+            assert!(
+                !text.stdout.contains("outside the sandbox too"),
+                "{}",
+                text.stdout
+            );
+            continue;
+        }
+        assert_eq!(
+            home_row["refused_by"],
+            json!("outside_too"),
+            "{ctx}: {home_row}"
+        );
+        assert_eq!(
+            home_row["outside"],
+            json!("refused (EACCES)"),
+            "{ctx}: {home_row}"
+        );
+        // Missing (ENOENT), or a folder only root may enter where something made it (EACCES).
+        let passwd_home = row("read home /nonexistent");
+        assert_eq!(passwd_home["refused_by"], json!("outside_too"), "{ctx}");
+        assert!(
+            ["refused (ENOENT)", "refused (EACCES)"]
+                .contains(&passwd_home["outside"].as_str().unwrap()),
+            "{ctx}: {passwd_home}"
+        );
+        let line = |check: &str| -> &str {
+            text.stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{check}  ")))
+                .unwrap_or_else(|| panic!("{ctx}: no line `{check}`: {}", text.stdout))
+        };
+        assert!(
+            line(&format!("read home {}", home.display()))
+                .contains("refused (EACCES; permissions refuse it too)"),
+            "{}",
+            text.stdout
+        );
+        let l = line("read home /nonexistent");
+        assert!(
+            l.contains("refused (EACCES; missing outside too)")
+                || l.contains("refused (EACCES; permissions refuse it too)"),
+            "{}",
+            text.stdout
+        );
+        assert!(
+            line("write elsewhere /tmp").contains("refused by the sandbox (EROFS)"),
+            "{}",
+            text.stdout
+        );
+        text.stdout_has(&["refusals marked above happen outside the sandbox too, for this user"]);
+    }
 }
 
 /// A policy may open a credential path on purpose, but never silently: `lock` warns on stderr

@@ -124,6 +124,29 @@ impl Source {
 
 /// Where each client's configs may be, project files (under `cwd`) first.
 pub fn candidates(client: Client, cwd: &Path, home: Option<&Path>) -> Vec<Source> {
+    let mut out = project_candidates(client, cwd);
+    out.extend(user_candidates(client, home));
+    out
+}
+
+/// Where each client keeps a project's config, under `cwd`.
+fn project_candidates(client: Client, cwd: &Path) -> Vec<Source> {
+    let src = |rel: &str, shape| Source {
+        path: cwd.join(rel),
+        client,
+        shape,
+    };
+    match client {
+        Client::ClaudeCode => vec![src(".mcp.json", Shape::McpServers)],
+        Client::Cursor => vec![src(".cursor/mcp.json", Shape::McpServers)],
+        Client::VsCode => vec![src(".vscode/mcp.json", Shape::Servers)],
+        Client::Codex => vec![src(".codex/config.toml", Shape::CodexToml)],
+        Client::ClaudeDesktop | Client::Windsurf | Client::Other => Vec::new(),
+    }
+}
+
+/// Where each client keeps the user's own config (every project of the user sees its servers).
+fn user_candidates(client: Client, home: Option<&Path>) -> Vec<Source> {
     let src = |path: PathBuf, shape| Source {
         path,
         client,
@@ -145,25 +168,21 @@ pub fn candidates(client: Client, cwd: &Path, home: Option<&Path>) -> Vec<Source
             }
         }
         Client::ClaudeCode => {
-            out.push(src(cwd.join(".mcp.json"), Shape::McpServers));
             if let Some(h) = home {
                 out.push(src(h.join(".claude.json"), Shape::ClaudeUser));
             }
         }
         Client::Cursor => {
-            out.push(src(cwd.join(".cursor/mcp.json"), Shape::McpServers));
             if let Some(h) = home {
                 out.push(src(h.join(".cursor/mcp.json"), Shape::McpServers));
             }
         }
         Client::VsCode => {
-            out.push(src(cwd.join(".vscode/mcp.json"), Shape::Servers));
             for base in [config_home, mac].into_iter().flatten() {
                 out.push(src(base.join("Code/User/mcp.json"), Shape::Servers));
             }
         }
         Client::Codex => {
-            out.push(src(cwd.join(".codex/config.toml"), Shape::CodexToml));
             let codex_home = std::env::var_os("CODEX_HOME")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
@@ -183,6 +202,16 @@ pub fn candidates(client: Client, cwd: &Path, home: Option<&Path>) -> Vec<Source
         Client::Other => {}
     }
     out
+}
+
+/// Whether the file at `real` (symlinks resolved) is a user-level config: one a client keeps for
+/// the user rather than for a project (`~/.cursor/mcp.json`, `~/.claude.json`, Claude Desktop's
+/// config, ...), wherever `import` runs from, also when that is the home folder itself.
+pub fn is_user_level(real: &Path, home: Option<&Path>) -> bool {
+    Client::NAMED
+        .iter()
+        .flat_map(|c| user_candidates(*c, home))
+        .any(|s| s.path == real || fs_err::canonicalize(&s.path).is_ok_and(|p| p == real))
 }
 
 /// The client and layout of a file given by path, from its name and folder.

@@ -6,10 +6,15 @@
 //! ranges of their values; `edit.rs` splices only the `command` and `args` values, so every other
 //! byte of a file stays as it was; `undo.rs` records each rewrite in the state directory.
 //!
+//! The servers of a project's configs are locked into the project's `mcp.lock`; those of the
+//! user's own configs (which every project sees) into the user-level lockfile
+//! (`paths::user_lockfile`), which their rewritten entries name; `--lockfile` puts all into one.
+//! Every server is locked at once, as `lock --all` does.
+//!
 //! Without `--write` the servers are locked and the config changes shown, but no client config is
-//! written. Environment variable values are never
-//! read: only names, which become the entry's `envPassthrough`. The client keeps setting the values
-//! for `mcpsum proxy`, which hands exactly those names to the server (I2).
+//! written. Environment variable values are never read: only names, which become the entry's
+//! `envPassthrough`. The client keeps setting the values for `mcpsum proxy`, which hands exactly
+//! those names to the server (I2).
 
 pub(crate) mod clients;
 mod edit;
@@ -27,6 +32,25 @@ use crate::lockfile::{self, Lockfile, Sha256Digest, valid_server_name};
 use crate::output::{self, paint, style};
 use crate::paths;
 
+/// Which lockfile a config's servers go into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// A project's config: the project's `mcp.lock`.
+    Project,
+    /// The user's own config, which every project sees: the user-level lockfile.
+    User,
+    /// `--lockfile` or `$MCPSUM_LOCKFILE`: every config's servers go into that one file.
+    Given,
+}
+
+/// The configs whose servers go into one lockfile, and what to do with them.
+struct Group {
+    scope: Scope,
+    lockfile: PathBuf,
+    files: Vec<Loaded>,
+    plan: Plan,
+}
+
 /// Runs `import`.
 pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit> {
     if args.undo {
@@ -36,11 +60,6 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
     let cwd = std::env::current_dir()
         .map_err(|e| Error::new("cannot read the current directory").cause(e))?;
     let home = paths::home_dir();
-    let lockfile =
-        paths::find_lockfile(lockfile_flag)?.unwrap_or_else(|| PathBuf::from(paths::LOCKFILE_NAME));
-    let lockfile = std::path::absolute(&lockfile).map_err(|e| {
-        Error::new(format!("cannot make `{}` absolute", lockfile.display())).cause(e)
-    })?;
     let program = proxy_program()?;
 
     let (sources, searched) = sources(args.from.as_deref(), &cwd, home.as_deref())?;
@@ -63,81 +82,207 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
             .hint("name a client or a file with `--from` (claude-desktop, claude-code, cursor, vscode, codex, windsurf, or a path)"));
     }
 
-    let existing = lockfile::load_optional(&lockfile)?;
-    let plan = plan(&files, existing.as_ref(), &args.env);
-    output::stdout(&listing(&files, &plan));
-
-    // Said before it happens: a dry run of the configs still writes the lockfile.
-    let to_lock = plan
-        .jobs
-        .values()
-        .filter(|j| matches!(j.action, Action::Lock))
-        .count();
-    if !args.write && to_lock > 0 {
-        output::info(&format!(
-            "{} locking {to_lock} server{} into `{}` now; the client configs are not changed without `--write`",
-            paint(style::BOLD, "note:"),
-            if to_lock == 1 { "" } else { "s" },
-            lockfile.display()
-        ));
+    let groups = groups(files, lockfile_flag, home.as_deref(), &args.env)?;
+    let mut listing_text = String::new();
+    for g in &groups {
+        listing_text.push_str(&listing(&g.files, &g.plan, g.scope, &g.lockfile));
     }
-    // Lock each server once, as `mcpsum lock` does; a failure leaves its entries as they are.
-    let mut locked = BTreeSet::new();
-    for job in plan.jobs.values() {
-        match &job.action {
-            Action::Reuse => {
-                locked.insert(job.name.clone());
-            }
-            Action::Lock => {
-                let lock_args = LockArgs {
-                    name: job.name.clone(),
-                    all: false,
-                    env: job.env.clone(),
-                    sandbox: None,
-                    timeout_secs: args.timeout_secs,
-                    era: None,
-                    command: job.argv.clone(),
-                };
-                match super::lock::lock_at(&lockfile, &lock_args).await {
-                    Ok(_) => {
-                        locked.insert(job.name.clone());
-                    }
-                    Err(e) => {
-                        output::error(&e);
-                        failures.push(format!("server `{}` was not locked", job.name));
-                    }
+    output::stdout(&listing_text);
+
+    // Said before it happens: a dry run of the configs still writes the lockfiles.
+    for g in &groups {
+        let to_lock = g
+            .plan
+            .jobs
+            .values()
+            .filter(|j| matches!(j.action, Action::Lock))
+            .count();
+        if to_lock > 0 {
+            output::info(&format!(
+                "{} locking {to_lock} server{}{} into `{}` now{}",
+                paint(style::BOLD, "note:"),
+                plural(to_lock),
+                match g.scope {
+                    Scope::User => " of user-level configs",
+                    Scope::Project if groups.len() > 1 => " of project configs",
+                    _ => "",
+                },
+                g.lockfile.display(),
+                if args.write {
+                    ""
+                } else {
+                    "; the client configs are not changed without `--write`"
                 }
+            ));
+        }
+    }
+    // Lock every server at once, as `mcpsum lock --all` does; a failure leaves its entries as
+    // they are.
+    let jobs: Vec<(PathBuf, LockArgs)> = groups
+        .iter()
+        .flat_map(|g| {
+            g.plan
+                .jobs
+                .values()
+                .filter(|j| matches!(j.action, Action::Lock))
+                .map(|job| {
+                    (
+                        g.lockfile.clone(),
+                        LockArgs {
+                            name: job.name.clone(),
+                            all: false,
+                            env: job.env.clone(),
+                            sandbox: None,
+                            timeout_secs: args.timeout_secs,
+                            era: None,
+                            command: job.argv.clone(),
+                        },
+                    )
+                })
+        })
+        .collect();
+    let mut locked: BTreeSet<(PathBuf, String)> = groups
+        .iter()
+        .flat_map(|g| {
+            g.plan
+                .jobs
+                .values()
+                .filter(|j| matches!(j.action, Action::Reuse))
+                .map(|j| (g.lockfile.clone(), j.name.clone()))
+        })
+        .collect();
+    let mut newly: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    for (path, name, result) in super::lock::lock_many(jobs).await {
+        match result {
+            Ok(_) => {
+                *newly.entry(path.clone()).or_default() += 1;
+                locked.insert((path, name));
+            }
+            Err(e) => {
+                output::error(&e);
+                failures.push(format!(
+                    "server `{name}` was not locked into `{}`",
+                    path.display()
+                ));
             }
         }
     }
 
-    crate::signing::warn_if_stale(&lockfile);
-    let rewrites = rewrites(&files, &plan, &program, &lockfile, |n| locked.contains(n));
+    let mut all_rewrites = Vec::new();
+    for g in &groups {
+        crate::signing::warn_if_stale(&g.lockfile);
+        let lockfile = g.lockfile.clone();
+        all_rewrites.extend(rewrites(&g.files, &g.plan, &program, &lockfile, |n| {
+            locked.contains(&(lockfile.clone(), n.to_owned()))
+        }));
+    }
     if !args.write {
-        for r in &rewrites {
+        for r in &all_rewrites {
             output::stdout(&r.diff);
         }
-        dry_run_summary(&plan, &locked, &rewrites, &lockfile);
+        dry_run_summary(&groups, &newly, &all_rewrites);
         return finish(failures);
     }
-    let written = write_all(&rewrites, &lockfile, &mut failures)?;
+    let written = write_all(&all_rewrites, &mut failures)?;
     for r in &written {
         output::stdout(&r.diff);
     }
     let routed: usize = written.iter().map(|r| r.servers.len()).sum();
     if routed > 0 {
+        let lockfiles: BTreeSet<&Path> = written.iter().map(|r| r.lockfile.as_path()).collect();
         output::info(&format!(
-            "{} {routed} server{} in {} file{} through mcpsum (lockfile `{}`); each file's backup is beside it. Restart the clients to pick up the change; `mcpsum import --undo` puts the files back",
+            "{} {routed} server{} in {} file{} through mcpsum ({}); each file's backup is beside it. Restart the clients to pick up the change; `mcpsum import --undo` puts the files back",
             paint(style::OK, "routed"),
             plural(routed),
             written.len(),
             plural(written.len()),
-            lockfile.display()
+            lockfiles_phrase(&groups, &lockfiles)
         ));
     } else if failures.is_empty() {
         output::info("nothing to rewrite: every stdio server is already routed through mcpsum");
     }
     finish(failures)
+}
+
+/// The loaded configs sorted into their lockfiles: the one given, else the project's for
+/// project configs and the user-level one for user-level configs. Each group is planned
+/// against its own lockfile's entries.
+fn groups(
+    files: Vec<Loaded>,
+    lockfile_flag: Option<&Path>,
+    home: Option<&Path>,
+    extra_env: &[String],
+) -> Result<Vec<Group>> {
+    let absolute = |p: PathBuf| {
+        std::path::absolute(&p)
+            .map_err(|e| Error::new(format!("cannot make `{}` absolute", p.display())).cause(e))
+    };
+    let mut by_scope: Vec<(Scope, PathBuf, Vec<Loaded>)> = Vec::new();
+    if let Some(given) = paths::explicit_lockfile(lockfile_flag) {
+        by_scope.push((Scope::Given, absolute(given)?, files));
+    } else {
+        let (user, project): (Vec<Loaded>, Vec<Loaded>) = files
+            .into_iter()
+            .partition(|f| clients::is_user_level(&f.real, home));
+        if !project.is_empty() {
+            let lockfile =
+                paths::find_lockfile(None)?.unwrap_or_else(|| PathBuf::from(paths::LOCKFILE_NAME));
+            by_scope.push((Scope::Project, absolute(lockfile)?, project));
+        }
+        if !user.is_empty() {
+            let lockfile = paths::user_lockfile().ok_or_else(|| {
+                Error::new("cannot find the user-level lockfile: neither `XDG_CONFIG_HOME` nor `HOME` is set, and the user has no home in `/etc/passwd`")
+                    .hint("set `HOME`, or pass `--lockfile PATH` to lock every server into one file")
+            })?;
+            create_parent(&lockfile)?;
+            by_scope.push((Scope::User, lockfile, user));
+        }
+    }
+    let mut out = Vec::new();
+    for (scope, lockfile, files) in by_scope {
+        let existing = lockfile::load_optional(&lockfile)?;
+        let plan = plan(&files, existing.as_ref(), extra_env);
+        out.push(Group {
+            scope,
+            lockfile,
+            files,
+            plan,
+        });
+    }
+    Ok(out)
+}
+
+/// Creates the user-level lockfile's folder (`~/.config/mcpsum`) when it is missing.
+fn create_parent(lockfile: &Path) -> Result<()> {
+    let Some(dir) = lockfile.parent().filter(|d| !d.is_dir()) else {
+        return Ok(());
+    };
+    fs_err::create_dir_all(dir).map_err(|e| {
+        Error::new(format!(
+            "cannot create `{}` for the user-level lockfile",
+            dir.display()
+        ))
+        .cause(e)
+        .hint("create it, or pass `--lockfile PATH` to lock every server into one file")
+    })
+}
+
+/// "lockfile `P`", or "lockfiles `P` (project configs) and `U` (user-level configs)".
+fn lockfiles_phrase(groups: &[Group], used: &BTreeSet<&Path>) -> String {
+    let named: Vec<String> = groups
+        .iter()
+        .filter(|g| used.contains(g.lockfile.as_path()))
+        .map(|g| match g.scope {
+            Scope::User if used.len() > 1 => {
+                format!("`{}` (user-level configs)", g.lockfile.display())
+            }
+            Scope::Project if used.len() > 1 => {
+                format!("`{}` (project configs)", g.lockfile.display())
+            }
+            _ => format!("`{}`", g.lockfile.display()),
+        })
+        .collect();
+    format!("lockfile{} {}", plural(named.len()), named.join(" and "))
 }
 
 fn plural(n: usize) -> &'static str {
@@ -158,20 +303,25 @@ fn finish(failures: Vec<String>) -> Result<Exit> {
     .hint("the other servers and files were handled; fix these and run `mcpsum import` again (routed entries are left alone)"))
 }
 
-fn dry_run_summary(plan: &Plan, locked: &BTreeSet<String>, rewrites: &[Rewrite], lockfile: &Path) {
-    let newly = plan
-        .jobs
-        .values()
-        .filter(|j| matches!(j.action, Action::Lock) && locked.contains(&j.name))
-        .count();
+fn dry_run_summary(groups: &[Group], newly: &BTreeMap<PathBuf, usize>, rewrites: &[Rewrite]) {
     if rewrites.is_empty() {
         output::info("nothing to import: no stdio server left to route through mcpsum");
         return;
     }
+    let locked: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            let n = newly.get(&g.lockfile).copied().unwrap_or(0);
+            format!(
+                "locked {n} server{} into `{}`",
+                plural(n),
+                g.lockfile.display()
+            )
+        })
+        .collect();
     output::info(&format!(
-        "locked {newly} server{} into `{}`; {}: no client config was changed. `mcpsum import --write` rewrites {} file{} as shown (keeping a backup beside each)",
-        plural(newly),
-        lockfile.display(),
+        "{}; {}: no client config was changed. `mcpsum import --write` rewrites {} file{} as shown (keeping a backup beside each)",
+        locked.join(", "),
         paint(style::BOLD, "dry run"),
         rewrites.len(),
         plural(rewrites.len())
@@ -407,7 +557,7 @@ fn with_suffix(base: &str, suffix: &str) -> String {
 
 // ----- what is shown -----
 
-fn listing(files: &[Loaded], plan: &Plan) -> String {
+fn listing(files: &[Loaded], plan: &Plan, scope: Scope, lockfile: &Path) -> String {
     let mut out = String::new();
     for (fi, f) in files.iter().enumerate() {
         out.push_str(&format!(
@@ -415,6 +565,19 @@ fn listing(files: &[Loaded], plan: &Plan) -> String {
             paint(style::BOLD, format!("{}:", f.source.client.title())),
             f.source.path.display()
         ));
+        // Where its servers are locked, for a config whose servers every project sees.
+        if scope == Scope::User {
+            out.push_str(&format!(
+                "  {}\n",
+                paint(
+                    style::DIM,
+                    format!(
+                        "a user-level config: its servers go into `{}`",
+                        lockfile.display()
+                    )
+                )
+            ));
+        }
         if f.parsed.entries.is_empty() {
             out.push_str(&format!("  {}\n", paint(style::DIM, "no MCP servers")));
         }
@@ -491,6 +654,8 @@ fn listing(files: &[Loaded], plan: &Plan) -> String {
 /// One file's rewrite: the new bytes and a masked diff for people.
 struct Rewrite {
     client: Client,
+    /// The lockfile its routed entries name.
+    lockfile: PathBuf,
     path: PathBuf,
     real: PathBuf,
     before: Vec<u8>,
@@ -536,6 +701,7 @@ fn rewrites(
         match rewrite_one(f, &edits, &routed) {
             Ok((after, diff)) => out.push(Rewrite {
                 client: f.source.client,
+                lockfile: lockfile.to_path_buf(),
                 path: f.source.path.clone(),
                 real: f.real.clone(),
                 before: f.bytes.clone(),
@@ -607,11 +773,7 @@ fn same_entry(a: &Entry, b: &Entry) -> bool {
 
 /// Backs up and rewrites every file; records them in the manifest first, so `--undo` knows of a
 /// file even if the write is cut short. Returns the rewrites that landed.
-fn write_all<'a>(
-    rewrites: &'a [Rewrite],
-    lockfile: &Path,
-    failures: &mut Vec<String>,
-) -> Result<Vec<&'a Rewrite>> {
+fn write_all<'a>(rewrites: &'a [Rewrite], failures: &mut Vec<String>) -> Result<Vec<&'a Rewrite>> {
     if rewrites.is_empty() {
         return Ok(Vec::new());
     }
@@ -653,6 +815,7 @@ fn write_all<'a>(
             Ok(undo::FileRecord {
                 path: r.real.clone(),
                 client: r.client.slug().to_owned(),
+                lockfile: Some(r.lockfile.clone()),
                 backup,
                 before: Sha256Digest::of_bytes(&r.before),
                 after: Sha256Digest::of_bytes(&r.after),
@@ -674,9 +837,19 @@ fn write_all<'a>(
         return Ok(Vec::new());
     }
     let records_backups: Vec<PathBuf> = records.iter().map(|r| r.backup.clone()).collect();
+    // The record's lockfile is the first file's; a file routed to another one names its own.
+    let lockfile = ready
+        .first()
+        .map(|r| r.lockfile.clone())
+        .unwrap_or_default();
+    for rec in &mut records {
+        if rec.lockfile.as_ref() == Some(&lockfile) {
+            rec.lockfile = None;
+        }
+    }
     if let Err(e) = undo::append(undo::ImportRecord {
         at,
-        lockfile: lockfile.to_path_buf(),
+        lockfile,
         files: records,
     }) {
         // Without a record `--undo` could not restore them: write nothing.

@@ -48,6 +48,10 @@ pub struct FileRecord {
     pub path: PathBuf,
     /// Whose config it is (`cursor`, ...).
     pub client: String,
+    /// The lockfile its routed entries name, when it is not the record's (a user-level config
+    /// routed to the user-level lockfile, in an import that also routed a project's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lockfile: Option<PathBuf>,
     /// The copy of the file as it was.
     pub backup: PathBuf,
     /// Digest of the file before the import (and of the backup).
@@ -186,14 +190,24 @@ pub fn run() -> Result<Exit> {
     for (f, _) in &plan {
         let _ = fs_err::remove_file(&f.backup);
     }
-    let lockfile = record.lockfile.clone();
-    let locked_any = record.files.iter().any(|f| !f.servers.is_empty());
+    // Each lockfile the restored entries named, the record's first.
+    let mut lockfiles: Vec<PathBuf> = Vec::new();
+    for f in record.files.iter().filter(|f| !f.servers.is_empty()) {
+        let l = f.lockfile.as_ref().unwrap_or(&record.lockfile);
+        if !lockfiles.contains(l) {
+            lockfiles.push(l.clone());
+        }
+    }
     manifest.imports.pop();
     save(&path, &manifest)?;
-    if locked_any {
+    if !lockfiles.is_empty() {
         output::info(&format!(
-            "the lock entries in `{}` are kept; remove the ones you no longer want by hand",
-            lockfile.display()
+            "the lock entries in {} are kept; remove the ones you no longer want with `mcpsum remove --lockfile LOCKFILE --name NAME`",
+            lockfiles
+                .iter()
+                .map(|l| format!("`{}`", l.display()))
+                .collect::<Vec<_>>()
+                .join(" and "),
         ));
     }
     if !manifest.imports.is_empty() {
