@@ -345,6 +345,10 @@ fn the_table_as_people_read_it() {
             if r["tainted_by"]["session"] == real {
                 r["tainted_by"]["session"] = json!(fake);
             }
+            // A refusal names the session to reset.
+            if let Some(reason) = r["reason"].as_str() {
+                r["reason"] = json!(reason.replace(real, fake));
+            }
         }
         if r["tainted_by"].get("ts").is_some() {
             r["tainted_by"]["ts"] = json!("2026-07-28T09:00:03.000Z");
