@@ -191,6 +191,11 @@ pub struct AuditArgs {
     /// Only records of the last DURATION: a number and a unit, `90s`, `10m`, `2h`, `3d`, `1w`.
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
+    /// Only the calls that ended so (repeatable): `ok` (a result), `tool-error` (a tool result
+    /// with `isError: true`: the tool reports it failed) or `error` (a JSON-RPC error, or no
+    /// answer). Older records without `outcome` count by their `ok`.
+    #[arg(long, value_name = "OUTCOME", value_parser = ["ok", "tool-error", "error"])]
+    pub outcome: Vec<String>,
     /// Print the matching records as JSON lines, as they are in the log.
     #[arg(long)]
     pub json: bool,

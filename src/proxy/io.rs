@@ -45,10 +45,10 @@ impl Io {
             Action::AuditCall {
                 method,
                 item,
-                ok,
+                outcome,
                 took,
                 bytes,
-            } => self.audit.note_call(&method, &item, ok, took, bytes),
+            } => self.audit.note_call(&method, &item, outcome, took, bytes),
             Action::Warn(message) => output::warn(&message),
             Action::Quarantine(what) => {
                 self.audit
