@@ -844,7 +844,28 @@ fn egress_refusals_of_a_start_are_in_its_error() {
             && message.contains("add `evil.test:443` to `policy.sandbox.network.allow`"),
         "{answer}"
     );
+    let refused = &answer["error"]["data"]["egress_refused"];
+    assert!(
+        refused.as_array().is_some_and(|r| r.len() == 1
+            && r[0]
+                .as_str()
+                .is_some_and(|l| l.starts_with("egress refused: evil.test:443"))),
+        "{answer}"
+    );
     drop(c);
+    // The `start failed` record has them too.
+    let log = std::fs::read_to_string(w.p("state/audit.jsonl")).unwrap();
+    let failed: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == "start failed")
+        .collect();
+    assert!(
+        failed.iter().any(|r| r["egress_refused"][0]
+            .as_str()
+            .is_some_and(|l| l.starts_with("egress refused: evil.test:443"))),
+        "{log}"
+    );
 
     // A listed name that resolves only to loopback: the address itself must be listed.
     std::fs::write(&targets, "localhost:9\n").unwrap();
