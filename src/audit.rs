@@ -227,8 +227,15 @@ impl AuditLog {
 
     /// The record of a relayed call's answer, the most frequent record: the same fields, in
     /// the same order, as `note("call", {"method", "item", "decision": "allow", "ok",
-    /// "duration_ms", "bytes"})`, written without building a `Value`.
-    pub fn note_call(&self, method: &str, item: &str, ok: bool, took: Duration, bytes: usize) {
+    /// "outcome", ["reason",] "duration_ms", "bytes"})`, written without building a `Value`.
+    pub fn note_call(
+        &self,
+        method: &str,
+        item: &str,
+        outcome: CallOutcome,
+        took: Duration,
+        bytes: usize,
+    ) {
         let written = self.append_with(|line| {
             line.extend_from_slice(b"{\"ts\":\"");
             let _ = time::OffsetDateTime::now_utc()
@@ -241,7 +248,17 @@ impl AuditLog {
             let _ = serde_json::to_writer(&mut *line, &capped(item, FIELD_MAX));
             let _ = write!(
                 line,
-                ",\"decision\":\"allow\",\"ok\":{ok},\"duration_ms\":{},\"bytes\":{bytes}}}",
+                ",\"decision\":\"allow\",\"ok\":{},\"outcome\":\"{}\"",
+                outcome == CallOutcome::Ok,
+                outcome.as_str()
+            );
+            if let Some(reason) = outcome.reason() {
+                line.extend_from_slice(b",\"reason\":");
+                let _ = serde_json::to_writer(&mut *line, reason);
+            }
+            let _ = write!(
+                line,
+                ",\"duration_ms\":{},\"bytes\":{bytes}}}",
                 took.as_millis()
             );
         });
@@ -262,6 +279,51 @@ impl AuditLog {
             "cannot write the audit log `{}`: {e}; check the free space and the permissions of the state directory (`MCPSUM_STATE_DIR`)",
             self.path.display()
         ));
+    }
+}
+
+/// How a relayed call ended, as its `call` record's `outcome` says. Records written before
+/// `outcome` existed carry only `ok`: `true` reads as [`CallOutcome::Ok`], `false` as
+/// [`CallOutcome::Error`] (see [`CallOutcome::of_record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The server answered with a result.
+    Ok,
+    /// The server answered a `tools/call` with a result that has `isError: true`: the call
+    /// reached the tool, and the tool reports that it failed. `ok` is `false` in the record.
+    ToolError,
+    /// A JSON-RPC error, or no answer mcpsum could relay.
+    Error,
+}
+
+impl CallOutcome {
+    /// Every outcome, as `mcpsum audit --outcome` takes them.
+    pub const ALL: [CallOutcome; 3] = [Self::Ok, Self::ToolError, Self::Error];
+
+    /// The `outcome` value in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool-error",
+            Self::Error => "error",
+        }
+    }
+
+    /// The outcome a record's `outcome` and `ok` fields give; `None` for neither.
+    pub fn of_record(outcome: Option<&str>, ok: Option<bool>) -> Option<Self> {
+        match outcome {
+            Some(text) => Self::ALL.into_iter().find(|o| o.as_str() == text),
+            None => ok.map(|ok| if ok { Self::Ok } else { Self::Error }),
+        }
+    }
+
+    /// The record's `reason` for an outcome that is not an error of mcpsum's or the server's
+    /// own words, so that readers which know only `ok` (older `mcpsum audit`) say why.
+    fn reason(self) -> Option<&'static str> {
+        match self {
+            Self::ToolError => Some("the tool reported an error (its result has `isError: true`)"),
+            Self::Ok | Self::Error => None,
+        }
     }
 }
 
@@ -310,22 +372,30 @@ mod tests {
         log.note_call(
             "tools/call",
             "get\u{1b}time",
-            true,
+            CallOutcome::ToolError,
             Duration::from_millis(12),
             5,
         );
         log.note(
             "call",
             json!({"method": "tools/call", "item": "get\u{1b}time", "decision": "allow",
-                   "ok": true, "duration_ms": 12, "bytes": 5}),
+                   "ok": false, "outcome": "tool-error",
+                   "reason": "the tool reported an error (its result has `isError: true`)",
+                   "duration_ms": 12, "bytes": 5}),
         );
         // Both cap a long item the same way.
         let long = "n".repeat(5000);
-        log.note_call("tools/call", &long, true, Duration::from_millis(12), 5);
+        log.note_call(
+            "tools/call",
+            &long,
+            CallOutcome::Ok,
+            Duration::from_millis(12),
+            5,
+        );
         log.note(
             "call",
             json!({"method": "tools/call", "item": long, "decision": "allow",
-                   "ok": true, "duration_ms": 12, "bytes": 5}),
+                   "ok": true, "outcome": "ok", "duration_ms": 12, "bytes": 5}),
         );
         let text = fs_err::read_to_string(dir.path().join(AUDIT_FILE)).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -174,7 +174,10 @@ pub struct ImportArgs {
     /// Also pass this variable to every imported server (repeatable). Values are never stored.
     #[arg(long = "env", value_name = "VAR")]
     pub env: Vec<String>,
-    /// Bound on each request to a server while locking it, in seconds.
+    /// Seconds to wait for each answer of a server while locking it (the first may include a
+    /// download). A server silent on the era probe (`server/discover`) is taken for a legacy
+    /// one and asked `initialize` on a fresh start, so one that never answers fails after 2×N
+    /// s; a server that does not answer in time is killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
 }
@@ -191,6 +194,11 @@ pub struct AuditArgs {
     /// Only records of the last DURATION: a number and a unit, `90s`, `10m`, `2h`, `3d`, `1w`.
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
+    /// Only the calls that ended so (repeatable): `ok` (a result), `tool-error` (a tool result
+    /// with `isError: true`: the tool reports it failed) or `error` (a JSON-RPC error, or no
+    /// answer). Older records without `outcome` count by their `ok`.
+    #[arg(long, value_name = "OUTCOME", value_parser = ["ok", "tool-error", "error"])]
+    pub outcome: Vec<String>,
     /// Print the matching records as JSON lines, as they are in the log.
     #[arg(long)]
     pub json: bool,
@@ -325,7 +333,10 @@ pub struct ProxyArgs {
     /// Largest JSON-RPC message accepted from the client or the server, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "N")]
     pub max_message_bytes: usize,
-    /// Bound on the server's start-up handshake and each list request, in seconds.
+    /// Seconds to wait for each answer of the server at start (its handshake and each list
+    /// request) and on a re-read. A `modern` entry's server silent on `server/discover` is asked
+    /// `initialize` on a fresh start, so it fails after 2×N s; a server that does not answer in
+    /// time is killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
     /// Learn mode: run the server without its sandbox while recording what its processes
@@ -355,7 +366,11 @@ pub struct LockArgs {
     /// A JSON `policy.sandbox` object: the server runs sandboxed from its very first start.
     #[arg(long, value_name = "FILE")]
     pub sandbox: Option<PathBuf>,
-    /// Bound on each request to the server, in seconds (the first may include a download).
+    /// Seconds to wait for each answer of the server (the first may include a download). A new
+    /// entry's era detection takes silence on `server/discover` for a legacy server and asks
+    /// `initialize` on a fresh start, so a server that never answers fails after 2×N s (N for
+    /// a re-lock, asked in its entry's era only); a server that does not answer in time is
+    /// killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
     /// The protocol era to lock the server in. Without it a new entry (or a new command) is
@@ -393,7 +408,10 @@ pub struct VerifyArgs {
     /// Same as `--format json`.
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
-    /// Bound on each request to a server, in seconds.
+    /// Seconds to wait for each answer of a server. A `modern` entry's server silent on
+    /// `server/discover` is asked `initialize` on a fresh start (to report an era change), so
+    /// it fails after 2×N s, a `legacy` one after N s; a server that does not answer in time is
+    /// killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
 }

@@ -74,6 +74,11 @@ impl Error {
         &self.details
     }
 
+    /// The cause lines, outermost first.
+    pub fn cause_lines(&self) -> &[String] {
+        &self.causes
+    }
+
     /// The hint, if any.
     pub fn hint_text(&self) -> Option<&str> {
         self.hint.as_deref()

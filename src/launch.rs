@@ -125,8 +125,24 @@ impl Launch {
 /// Turns a client failure into a user-facing error naming the server, with the server's last
 /// stderr lines and a hint that fits the failure.
 pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
-    let Failure { error, stderr } = failure;
+    let Failure {
+        error,
+        stderr,
+        egress: (refusals, more),
+    } = failure;
     let mut err = Error::new(format!("{what} server `{}`", launch.server)).cause(&error);
+    // What the sandbox's egress proxy refused during this start is likely why it failed: it
+    // is shown here, not only in `mcpsum audit`, and reaches the client of a proxy.
+    for r in &refusals {
+        err = err.cause(r.line());
+    }
+    if more > 0 {
+        err = err.cause(format!(
+            "egress refused {more} more connection{} (`mcpsum audit --server {}` shows them)",
+            if more == 1 { "" } else { "s" },
+            launch.server
+        ));
+    }
     if !stderr.is_empty() {
         let mut lines = vec!["its last stderr lines:".to_owned()];
         lines.extend(stderr.iter().map(|l| format!("  | {l}")));
@@ -142,6 +158,7 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         });
     let environment = environment_hint(launch, &stderr);
     let hint = match &error {
+        _ if !refusals.is_empty() => egress_hint(&launch.server, &refusals, what == "cannot lock"),
         _ if environment.is_some() => environment.unwrap_or_default(),
         _ if sandbox_denied => format!(
             "the sandbox refused something the server needs (see its stderr above); if that is expected of it, add the path to `policy.sandbox.filesystem.read` (or `write`) and run `mcpsum sandbox test --name {}` to see the read and write sets",
@@ -171,6 +188,44 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
         _ => "check that the command starts an MCP server on stdio; run it by hand to see its output".to_owned(),
     };
     err.hint(hint)
+}
+
+/// The next step after egress refusals: the `network.allow` entries that would let them
+/// through, or why none would.
+fn egress_hint(
+    server: &str,
+    refusals: &[crate::sandboxing::EgressRefusal],
+    locking: bool,
+) -> String {
+    let mut entries: Vec<String> = Vec::new();
+    for r in refusals {
+        if let Some(a) = &r.allow
+            && !entries.contains(a)
+        {
+            entries.push(a.clone());
+        }
+    }
+    let check = format!(
+        "then check it with `mcpsum sandbox test --name {server}` (`mcpsum audit --server {server}` shows every connection)"
+    );
+    if entries.is_empty() {
+        return format!(
+            "the sandbox's egress proxy refused the server's connections as shown above, for reasons another `policy.sandbox.network.allow` entry would not change (each reason says what went wrong); {check}"
+        );
+    }
+    let list = entries
+        .iter()
+        .map(|e| format!("`{e}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let file = if locking {
+        " (or to the `--sandbox` file)"
+    } else {
+        ""
+    };
+    format!(
+        "the sandbox's egress proxy refused the server's connections shown above; if the server needs them, add {list} to `policy.sandbox.network.allow` of server `{server}`{file}, {check}"
+    )
 }
 
 /// What the environment lacks, when the server's stderr shows a failure the environment causes

@@ -31,13 +31,15 @@ pub fn client_message(name: &str, err: &Error) -> String {
     msg
 }
 
-/// The `data` of that error: the same parts as fields, and the server's last stderr lines.
+/// The `data` of that error: the same parts as fields, the server's last stderr lines and the
+/// connections its sandbox's egress proxy refused during the start.
 pub fn error_data(name: &str, err: &Error) -> Value {
     json!({
         "server": name,
         "error": err.one_line(),
         "hint": err.hint_text(),
         "stderr": stderr_lines(err),
+        "egress_refused": egress_lines(err),
     })
 }
 
@@ -76,6 +78,15 @@ fn stderr_lines(err: &Error) -> Vec<String> {
         .collect()
 }
 
+/// The egress refusals of the start, as [`crate::launch::server_error`] puts them in the error.
+fn egress_lines(err: &Error) -> Vec<String> {
+    err.cause_lines()
+        .iter()
+        .filter(|l| l.starts_with("egress refused"))
+        .cloned()
+        .collect()
+}
+
 /// Appends the `start failed` record, when the audit log can be opened (a missing or
 /// unprivate state directory is itself the error then, already shown).
 pub fn note_start_failed(name: &str, err: &Error) {
@@ -92,6 +103,7 @@ pub fn note_start_failed(name: &str, err: &Error) {
             "error": err.one_line(),
             "hint": err.hint_text(),
             "stderr": stderr_lines(err),
+            "egress_refused": egress_lines(err),
             "client_pid": session.client_pid,
         }),
     );

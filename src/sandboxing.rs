@@ -35,6 +35,109 @@ pub struct Running {
     egress: Option<(mcpsum_egress::Allowlist, String)>,
     state_dir: PathBuf,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    refusals: Refusals,
+}
+
+/// A connection of the server that the egress proxy refused, as a start error shows it: the
+/// audit log has the whole record, but a server that fails at start because of it should be
+/// told of on the terminal and to the client, not only in `mcpsum audit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressRefusal {
+    /// `host:port` as the server asked for it (or the request target as sent).
+    pub target: String,
+    /// The egress reason code (`not_listed`, `non_public`, ...).
+    pub reason: String,
+    /// The egress proxy's words.
+    pub detail: String,
+    /// The `network.allow` entry that would let the connection through, when one would.
+    pub allow: Option<String>,
+}
+
+impl EgressRefusal {
+    /// The refusal of `record`; `None` for an allowed connection, or one the proxy closed
+    /// because it shut down (the server was ending).
+    pub fn of_record(record: &mcpsum_egress::EgressRecord) -> Option<Self> {
+        use mcpsum_egress::{Decision, Reason};
+        if record.decision != Decision::Deny || record.reason == Reason::Shutdown {
+            return None;
+        }
+        let target = match (&record.host, record.port) {
+            (Some(host), Some(port)) if host.contains(':') => format!("[{host}]:{port}"),
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            _ => record.target.clone().unwrap_or_else(|| "?".to_owned()),
+        };
+        let allow = match record.reason {
+            Reason::NotListed => Some(target.clone()),
+            // A listed name that resolved only to non-public addresses: each address must be
+            // listed itself (the egress proxy's rule against DNS rebinding).
+            Reason::NonPublic => record.dropped.first().and_then(|d| {
+                let ip = d.address.parse::<std::net::IpAddr>().ok()?;
+                Some(std::net::SocketAddr::new(ip, record.port?).to_string())
+            }),
+            _ => None,
+        };
+        let reason = serde_json::to_value(record.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "refused".to_owned());
+        Some(Self {
+            target,
+            reason,
+            detail: record.detail.clone(),
+            allow,
+        })
+    }
+
+    /// `egress refused: evil.test:443 (not_listed: no allowlist entry ...)`.
+    pub fn line(&self) -> String {
+        if self.detail.is_empty() {
+            format!("egress refused: {} ({})", self.target, self.reason)
+        } else {
+            format!(
+                "egress refused: {} ({}: {})",
+                self.target, self.reason, self.detail
+            )
+        }
+    }
+}
+
+/// The refusals of one server's egress proxy, the first [`Refusals::KEPT`] of them.
+#[derive(Debug, Clone, Default)]
+pub struct Refusals(Arc<std::sync::Mutex<(Vec<EgressRefusal>, usize)>>);
+
+impl Refusals {
+    /// Refusals kept for the error; the rest are counted (the audit log has them all).
+    pub const KEPT: usize = 5;
+
+    /// Keeps `refusal`, unless it repeats one kept (a server retrying); counts it when
+    /// [`Refusals::KEPT`] are kept already.
+    fn push(&self, refusal: EgressRefusal) {
+        if let Ok(mut r) = self.0.lock() {
+            if r.0.contains(&refusal) {
+                return;
+            }
+            if r.0.len() < Self::KEPT {
+                r.0.push(refusal);
+            } else {
+                r.1 += 1;
+            }
+        }
+    }
+
+    /// The refusals kept, and how many more there were.
+    pub fn taken(&self) -> (Vec<EgressRefusal>, usize) {
+        self.0
+            .lock()
+            .map(|r| (r.0.clone(), r.1))
+            .unwrap_or_default()
+    }
+}
+
+impl Running {
+    /// The egress proxy's refusals so far (none without `network.allow`).
+    pub fn refusals(&self) -> (Vec<EgressRefusal>, usize) {
+        self.refusals.taken()
+    }
 }
 
 impl Running {
@@ -49,12 +152,13 @@ impl Running {
             .receive_listener(BRIDGE_TIMEOUT)
             .map_err(not_started)?
             .ok_or_else(|| not_started("egress bridge: no listener"))?;
-        self.shutdown = Some(start_egress(
+        self.shutdown = Some(start_egress_keeping(
             &tokio::runtime::Handle::current(),
             listener,
             server,
             allowlist,
             &self.state_dir,
+            Some(self.refusals.clone()),
         )?);
         Ok(())
     }
@@ -70,6 +174,19 @@ pub fn start_egress(
     allowlist: mcpsum_egress::Allowlist,
     state_dir: &Path,
 ) -> Result<tokio::sync::oneshot::Sender<()>, String> {
+    start_egress_keeping(handle, listener, server, allowlist, state_dir, None)
+}
+
+/// [`start_egress`], also keeping the proxy's refusals in `refusals`, if given (for the error
+/// of a start that fails).
+fn start_egress_keeping(
+    handle: &tokio::runtime::Handle,
+    listener: std::net::TcpListener,
+    server: String,
+    allowlist: mcpsum_egress::Allowlist,
+    state_dir: &Path,
+    refusals: Option<Refusals>,
+) -> Result<tokio::sync::oneshot::Sender<()>, String> {
     let _in_runtime = handle.enter();
     listener
         .set_nonblocking(true)
@@ -82,6 +199,11 @@ pub fn start_egress(
     );
     let config = Arc::new(mcpsum_egress::EgressConfig::new(server, session, allowlist));
     let sink: mcpsum_egress::AuditSink = Arc::new(move |record| {
+        if let Some(kept) = &refusals
+            && let Some(refusal) = EgressRefusal::of_record(record)
+        {
+            kept.push(refusal);
+        }
         let value = serde_json::to_value(record).map_err(std::io::Error::other)?;
         audit.append_raw(&value)
     });
@@ -189,6 +311,7 @@ pub fn prepare(
             egress,
             state_dir: protected.state_dir,
             shutdown: None,
+            refusals: Refusals::default(),
         },
     })
 }
@@ -204,4 +327,86 @@ pub fn check(server: &str, argv: &[String], spec: &SandboxSpec) -> Result<(), St
 /// The message of a sandbox that cannot be set up.
 fn not_started(e: impl std::fmt::Display) -> String {
     format!("sandbox setup failed, server not started: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpsum_egress::{AddressClass, Decision, Dropped, EgressRecord, Reason};
+    use pretty_assertions::assert_eq;
+
+    fn record(host: &str, port: u16, reason: Reason, dropped: &[&str]) -> EgressRecord {
+        let mut r = EgressRecord::new("s", "1-2", 1, 40_000);
+        r.target = Some(format!("{host}:{port}"));
+        r.host = Some(host.to_owned());
+        r.port = Some(port);
+        r.reason = reason;
+        r.detail = "why".to_owned();
+        r.dropped = dropped
+            .iter()
+            .map(|a| Dropped {
+                address: (*a).to_owned(),
+                class: AddressClass::Loopback,
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_refusal_names_the_entry_that_would_allow_it() {
+        let refusal =
+            |r: &EgressRecord| EgressRefusal::of_record(r).map(|r| (r.target, r.reason, r.allow));
+        let own = |t: &str, reason: &str, allow: Option<&str>| {
+            Some((t.to_owned(), reason.to_owned(), allow.map(str::to_owned)))
+        };
+        assert_eq!(
+            refusal(&record("evil.test", 443, Reason::NotListed, &[])),
+            own("evil.test:443", "not_listed", Some("evil.test:443"))
+        );
+        assert_eq!(
+            refusal(&record(
+                "localhost",
+                9,
+                Reason::NonPublic,
+                &["::1", "127.0.0.1"]
+            )),
+            own("localhost:9", "non_public", Some("[::1]:9"))
+        );
+        assert_eq!(
+            refusal(&record("2001:db8::1", 443, Reason::NotListed, &[])),
+            own("[2001:db8::1]:443", "not_listed", Some("[2001:db8::1]:443"))
+        );
+        // No allowlist entry helps a connection that is not TLS to the host it names.
+        assert_eq!(
+            refusal(&record("good.test", 443, Reason::SniMismatch, &[])),
+            own("good.test:443", "sni_mismatch", None)
+        );
+        // Not refusals: a tunnel, and the proxy closing as the server ends.
+        let mut allowed = record("good.test", 443, Reason::Ok, &[]);
+        allowed.decision = Decision::Allow;
+        assert_eq!(refusal(&allowed), None);
+        assert_eq!(
+            refusal(&record("good.test", 443, Reason::Shutdown, &[])),
+            None
+        );
+        let line = EgressRefusal::of_record(&record("evil.test", 443, Reason::NotListed, &[]))
+            .unwrap()
+            .line();
+        assert_eq!(line, "egress refused: evil.test:443 (not_listed: why)");
+    }
+
+    #[test]
+    fn refusals_past_the_first_few_are_counted() {
+        let kept = Refusals::default();
+        for i in 0..8 {
+            let r = record(&format!("h{i}.test"), 443, Reason::NotListed, &[]);
+            kept.push(EgressRefusal::of_record(&r).unwrap());
+        }
+        // A retry of a refusal kept is not news.
+        let again = record("h0.test", 443, Reason::NotListed, &[]);
+        kept.push(EgressRefusal::of_record(&again).unwrap());
+        let (first, more) = kept.taken();
+        assert_eq!(first.len(), Refusals::KEPT);
+        assert_eq!(more, 8 - Refusals::KEPT);
+    }
 }

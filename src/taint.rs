@@ -209,6 +209,11 @@ impl SessionStore {
         })
     }
 
+    /// The id of the client session this store belongs to (what `mcpsum taint reset` takes).
+    pub fn session_id(&self) -> &str {
+        &self.session.id
+    }
+
     /// Applies `f` to the state under the session's lock and writes it back atomically.
     pub fn update<R>(&mut self, f: impl FnOnce(&mut SessionState) -> R) -> std::io::Result<R> {
         let lock = lock_file(&self.lock_path)?;

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::audit::AUDIT_FILE;
+use crate::audit::{AUDIT_FILE, CallOutcome};
 use crate::cli::AuditArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lines::{Frame, Line, Lines};
@@ -81,6 +81,8 @@ struct Filter {
     servers: Vec<String>,
     sessions: Vec<String>,
     since: Option<OffsetDateTime>,
+    /// The call outcomes wanted; empty for any record.
+    outcomes: Vec<CallOutcome>,
     /// `"NAME"` as JSON writes it, for each server; a line without any of them cannot match.
     server_needles: Vec<memchr::memmem::Finder<'static>>,
     session_needles: Vec<memchr::memmem::Finder<'static>>,
@@ -107,11 +109,19 @@ impl Filter {
             servers: args.server.clone(),
             sessions: args.session.clone(),
             since,
+            // clap accepts only the outcomes' names.
+            outcomes: CallOutcome::ALL
+                .into_iter()
+                .filter(|o| args.outcome.iter().any(|a| a == o.as_str()))
+                .collect(),
         })
     }
 
     fn is_empty(&self) -> bool {
-        self.servers.is_empty() && self.sessions.is_empty() && self.since.is_none()
+        self.servers.is_empty()
+            && self.sessions.is_empty()
+            && self.since.is_none()
+            && self.outcomes.is_empty()
     }
 
     /// False when the line cannot match, decided without parsing it.
@@ -122,11 +132,23 @@ impl Filter {
         any(&self.server_needles) && any(&self.session_needles)
     }
 
-    fn matches(&self, head: &Head<'_>, ts: Option<OffsetDateTime>) -> Match {
+    fn matches(&self, head: &Head<'_>, ts: Option<OffsetDateTime>, line: &[u8]) -> Match {
         let wanted =
             |list: &[String], value: &str| list.is_empty() || list.iter().any(|v| v == value);
         if !wanted(&self.servers, &head.server) || !wanted(&self.sessions, &head.session) {
             return Match::No;
+        }
+        if !self.outcomes.is_empty() {
+            if head.event != "call" {
+                return Match::No;
+            }
+            let Ok(f) = serde_json::from_slice::<OutcomeFields<'_>>(line) else {
+                return Match::Broken;
+            };
+            match CallOutcome::of_record(f.outcome.as_deref(), f.ok) {
+                Some(o) if self.outcomes.contains(&o) => {}
+                _ => return Match::No,
+            }
         }
         match (self.since, ts) {
             (None, _) => Match::Yes,
@@ -179,6 +201,14 @@ struct Head<'a> {
     server: Cow<'a, str>,
     #[serde(borrow)]
     event: Cow<'a, str>,
+}
+
+/// What a `call` record says of how the call ended.
+#[derive(Deserialize)]
+struct OutcomeFields<'a> {
+    #[serde(borrow)]
+    outcome: Option<Cow<'a, str>>,
+    ok: Option<bool>,
 }
 
 /// The log file being read, line by line.
@@ -383,7 +413,7 @@ fn consider(line: &[u8], filter: &Filter, view: &mut View) -> bool {
         return false;
     };
     let ts = parse_ts(&head.ts);
-    match filter.matches(&head, ts) {
+    match filter.matches(&head, ts, line) {
         Match::Yes => {
             view.show(line, &head, ts);
             true
@@ -587,6 +617,8 @@ struct Fields<'a> {
     #[serde(borrow)]
     tainted_by: Option<TaintedBy<'a>>,
     ok: Option<bool>,
+    #[serde(borrow)]
+    outcome: Option<Cow<'a, str>>,
     pid: Option<u64>,
     client_pid: Option<u64>,
     duration_ms: Option<u64>,
@@ -679,6 +711,13 @@ fn detail(event: &str, f: &Fields<'_>) -> Option<(String, Style)> {
                     s.push_str(&format!(" ({r})"));
                 }
                 (s, style::WARN)
+            } else if CallOutcome::of_record(text(&f.outcome), f.ok) == Some(CallOutcome::ToolError)
+            {
+                // Its `reason` is mcpsum's own words, written for readers that know only `ok`.
+                (
+                    format!("{head}: tool error (its result has `isError: true`)"),
+                    style::WARN,
+                )
             } else if f.ok == Some(false) {
                 (format!("{head}: failed: {}", f.reason()), style::WARN)
             } else {
@@ -828,6 +867,19 @@ mod tests {
                     serde_json::json!({"event": "call", "method": "tools/call", "item": "echo", "decision": "allow", "ok": true, "duration_ms": 12, "bytes": 1_500}),
                 ),
                 "tools/call echo: ok, 12 ms, 1.5 kB",
+            ),
+            (
+                rec(
+                    serde_json::json!({"event": "call", "method": "tools/call", "item": "echo", "decision": "allow", "ok": false, "outcome": "tool-error", "reason": "the tool reported an error (its result has `isError: true`)", "duration_ms": 12, "bytes": 90}),
+                ),
+                "tools/call echo: tool error (its result has `isError: true`), 12 ms, 90 B",
+            ),
+            (
+                // A record from before `outcome`: `ok` alone.
+                rec(
+                    serde_json::json!({"event": "call", "method": "tools/call", "item": "echo", "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": 12}),
+                ),
+                "tools/call echo: failed: cancelled by the client, 12 ms",
             ),
             (
                 rec(

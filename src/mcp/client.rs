@@ -41,8 +41,14 @@ pub const MAX_SKIPPED_BYTES: usize = 1024 * 1024;
 pub enum ClientError {
     /// It could not be started.
     Spawn(SpawnError),
-    /// No answer within the timeout.
-    Timeout { method: String, secs: u64 },
+    /// No answer within the timeout. `after_probe`: the server was silent on the era probe
+    /// (`server/discover`) first, which means a legacy server, and was started afresh for
+    /// `initialize`, so mcpsum waited `secs` twice.
+    Timeout {
+        method: String,
+        secs: u64,
+        after_probe: bool,
+    },
     /// It closed stdout or exited.
     Exited {
         method: String,
@@ -88,7 +94,16 @@ impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientError::Spawn(e) => write!(f, "{e}"),
-            ClientError::Timeout { method, secs } => {
+            ClientError::Timeout {
+                method,
+                secs,
+                after_probe: true,
+            } => write!(
+                f,
+                "no answer to `server/discover` within {secs} s (silence there means a legacy server), nor to `{method}` within {secs} s after mcpsum started the server afresh: {} s in all",
+                secs.saturating_mul(2)
+            ),
+            ClientError::Timeout { method, secs, .. } => {
                 write!(f, "no answer to `{method}` within {secs} s")
             }
             ClientError::Exited { method, status } => match status {
@@ -140,6 +155,17 @@ impl fmt::Display for ClientError {
 }
 
 impl ClientError {
+    /// Whether mcpsum gave up waiting for the server (also while listing).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            ClientError::Timeout { .. } => true,
+            ClientError::Listing { error, .. } | ClientError::EraRefused { error, .. } => {
+                error.is_timeout()
+            }
+            _ => false,
+        }
+    }
+
     /// Whether a 2026-07-28 server no longer supports the version mcpsum speaks in that era
     /// (it answered -32022, or its `server/discover` result does not list it).
     pub fn is_version_drop(&self) -> bool {
@@ -253,6 +279,7 @@ impl Connection {
             Err(_) => Err(ClientError::Timeout {
                 method: method.to_owned(),
                 secs,
+                after_probe: false,
             }),
         }
     }
@@ -285,6 +312,7 @@ impl Connection {
             Err(_) => Err(ClientError::Timeout {
                 method: msg["method"].as_str().unwrap_or_default().to_owned(),
                 secs: self.timeout.as_secs(),
+                after_probe: false,
             }),
         }
     }
@@ -457,6 +485,11 @@ impl Connection {
     /// Ends the server and its process tree.
     pub async fn close(mut self) {
         self.process.shutdown(Duration::from_millis(500)).await;
+    }
+
+    /// Ends the server and its process tree at once (see [`ServerProcess::kill_now`]).
+    async fn kill(mut self) {
+        self.process.kill_now().await;
     }
 
     async fn legacy_handshake(&mut self) -> Result<Handshake, ClientError> {
@@ -758,7 +791,7 @@ pub enum Ask {
 /// Options for opening a connection.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Bound on each request.
+    /// Bound on each wait for one answer of the server (`--timeout-secs`).
     pub timeout: Duration,
     /// Bound on each message.
     pub max_message: usize,
@@ -773,23 +806,44 @@ pub struct Failure {
     pub error: ClientError,
     /// The server's last stderr lines.
     pub stderr: Vec<String>,
+    /// The connections its sandbox's egress proxy refused during this start (often what made
+    /// it fail), and how many more there were.
+    pub egress: (Vec<crate::sandboxing::EgressRefusal>, usize),
+}
+
+impl Failure {
+    /// A failure before the server ran: no stderr, no egress.
+    pub fn before_start(error: ClientError) -> Self {
+        Self {
+            error,
+            stderr: Vec::new(),
+            egress: (Vec::new(), 0),
+        }
+    }
 }
 
 async fn fail(conn: Connection, error: ClientError) -> Failure {
     // Give the server a moment to flush stderr explaining why it failed.
     tokio::time::sleep(Duration::from_millis(20)).await;
     let stderr = conn.process.stderr.lines();
-    conn.close().await;
-    Failure { error, stderr }
+    let egress = conn.process.egress_refusals();
+    if error.is_timeout() {
+        // It had the time `--timeout-secs` allows: stopping it must not stretch that.
+        conn.kill().await;
+    } else {
+        conn.close().await;
+    }
+    Failure {
+        error,
+        stderr,
+        egress,
+    }
 }
 
 async fn start(launch: &Launch, opts: &Options) -> Result<Connection, Failure> {
     Connection::start(launch, opts)
         .await
-        .map_err(|error| Failure {
-            error,
-            stderr: Vec::new(),
-        })
+        .map_err(Failure::before_start)
 }
 
 /// Starts the server and performs the handshake. With `locked: Some(era)` the server is asked in
@@ -852,6 +906,10 @@ pub async fn connect_as(
                 let mut conn = start(launch, &opts).await?;
                 match conn.modern_probe().await {
                     Ok(Probe::Modern(hs)) => Ok((conn, hs)),
+                    Ok(Probe::Legacy(e)) | Err(e) if e.is_timeout() => {
+                        conn.kill().await;
+                        Err(first)
+                    }
                     _ => {
                         conn.close().await;
                         Err(first)
@@ -864,12 +922,27 @@ pub async fn connect_as(
     let mut conn = start(launch, &opts).await?;
     match conn.modern_probe().await {
         Ok(Probe::Modern(hs)) => Ok((conn, hs)),
-        Ok(Probe::Legacy(_)) => {
-            // A legacy server may have exited or wedged on the probe: start it afresh.
-            conn.close().await;
+        Ok(Probe::Legacy(probe)) => {
+            // A legacy server may have exited or wedged on the probe: start it afresh. One
+            // that stayed silent for the whole timeout is killed rather than given a grace.
+            let silent = probe.is_timeout();
+            if silent {
+                conn.kill().await;
+            } else {
+                conn.close().await;
+            }
             let mut conn = start(launch, &opts).await?;
             match conn.legacy_handshake().await {
                 Ok(hs) => Ok((conn, hs)),
+                // Say that mcpsum waited twice, or `--timeout-secs 3` reads as if it took 6 s.
+                Err(ClientError::Timeout { method, secs, .. }) if silent => {
+                    let error = ClientError::Timeout {
+                        method,
+                        secs,
+                        after_probe: true,
+                    };
+                    Err(fail(conn, error).await)
+                }
                 Err(e) => Err(fail(conn, e).await),
             }
         }

@@ -374,6 +374,25 @@ impl ServerProcess {
         }
     }
 
+    /// The refusals of its sandbox's egress proxy so far, and how many more were not kept.
+    pub fn egress_refusals(&self) -> (Vec<crate::sandboxing::EgressRefusal>, usize) {
+        self.sandbox
+            .as_ref()
+            .map(crate::sandboxing::Running::refusals)
+            .unwrap_or_default()
+    }
+
+    /// Ends the server at once: SIGKILL to the whole process group, without the grace of
+    /// [`ServerProcess::shutdown`]. For a server that did not answer within `--timeout-secs`:
+    /// it had the time the person allowed, and waiting on a wedged server to exit would only
+    /// stretch that bound (a server that ignores stdin EOF and SIGTERM cost a second more).
+    pub async fn kill_now(&mut self) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        self.signal_group(nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.start_kill();
+        self.child.wait().await.ok()
+    }
+
     fn signal_group(&self, signal: nix::sys::signal::Signal) {
         if let Some(pgid) = self.pgid {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);

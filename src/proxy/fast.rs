@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::admission::{Admission, Call, Params, Request};
 use super::outbox::Splice;
 use super::{Action, Core, MAX_IN_FLIGHT, META_SUBSCRIPTION, Pending, Retry};
+use crate::audit::CallOutcome;
 use crate::lockfile::Era;
 use crate::mcp::META_SERVER_INFO;
 use crate::mcp::codes;
@@ -273,7 +274,7 @@ impl Core {
         s.with(|b| {
             let _ = serde_json::to_writer(&mut *b, &client_id);
         });
-        let ok = match (result, error) {
+        let outcome = match (result, error) {
             (Some(r), _) => {
                 s.text(br#","result":"#);
                 let meta = m
@@ -309,12 +310,20 @@ impl Core {
                     }
                     s.text(b"}");
                 }
-                true
+                // MCP reports a tool's failure in its result; the audit log says so.
+                if method == "tools/call"
+                    && m.get_in("result", "isError")
+                        .is_some_and(|v| v.json() == "true")
+                {
+                    CallOutcome::ToolError
+                } else {
+                    CallOutcome::Ok
+                }
             }
             (None, Some(e)) => {
                 s.text(br#","error":"#);
                 s.line(line, e.range());
-                false
+                CallOutcome::Error
             }
             (None, None) => return None,
         };
@@ -327,11 +336,11 @@ impl Core {
                 let _ = serde_json::to_writer(&mut *b, &answer);
             });
             e.text(b"\n");
-            self.note_call(method, item, false, started.elapsed(), e.len());
+            self.note_call(method, item, CallOutcome::Error, started.elapsed(), e.len());
             return Some(e);
         }
         s.text(b"}\n");
-        self.note_call(method, item, ok, started.elapsed(), s.len());
+        self.note_call(method, item, outcome, started.elapsed(), s.len());
         Some(s)
     }
 

@@ -197,7 +197,7 @@ impl Core {
             Gated::Unshowable { mark, why } => {
                 self.count(|a| a.refused += 1);
                 self.audit_approval(method, item, "refused", &why, &mark);
-                let msg = unshowable_text(&self.name, item, &why);
+                let msg = unshowable_text(&self.name, item, &why, &self.session_id());
                 self.refuse_sink(id, method, item, &msg, modern);
             }
             Gated::NoPrompt { mark } if modern => {
@@ -654,10 +654,18 @@ impl Core {
             method,
             item,
             "refused",
-            "the client cannot show an approval prompt (no form elicitation capability)",
+            "the client cannot show an approval prompt (it does not support MCP forms, called elicitation)",
             mark,
         );
-        no_prompt_text(&self.name, item, mark)
+        no_prompt_text(&self.name, item, mark, &self.session_id())
+    }
+
+    /// The session id a refusal tells the person to reset; `SESSION` when the state is not open.
+    fn session_id(&self) -> String {
+        self.taint
+            .store
+            .as_ref()
+            .map_or_else(|| "SESSION".to_owned(), |s| s.session_id().to_owned())
     }
 
     fn current_mark(&mut self) -> TaintMark {
@@ -713,10 +721,10 @@ impl Core {
     }
 }
 
-fn no_prompt_text(server: &str, item: &str, mark: &TaintMark) -> String {
+fn no_prompt_text(server: &str, item: &str, mark: &TaintMark, session: &str) -> String {
     let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
-        "mcpsum refused `{item}` on server `{server}`: this session read untrusted content (`{}` on server `{}`), so the call needs the person's approval, and this client cannot show mcpsum's approval prompt (it declares no elicitation capability). Use a client that supports elicitation, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session).",
+        "mcpsum did not make the call `{item}` on server `{server}`. Earlier in this session, `{}` on server `{}` returned content from outside, which can carry instructions planted by someone else, so mcpsum asks the person before a call that can send data out; this client cannot show that question (it does not support MCP forms, called elicitation). To go on, use a client that supports MCP forms, or, if what the session read is safe, clear the session in a terminal with `mcpsum taint reset {session}` and make the call again.",
         quoted_name(&mark.item),
         quoted_name(&mark.server)
     )
@@ -753,10 +761,10 @@ fn not_allowed_text(server: &str, item: &str, action: &str) -> (&'static str, St
 }
 
 /// The refusal of a sink call whose arguments an approval prompt cannot show whole.
-fn unshowable_text(server: &str, item: &str, why: &str) -> String {
+fn unshowable_text(server: &str, item: &str, why: &str, session: &str) -> String {
     let (server, item) = (quoted_name(server), quoted_name(item));
     format!(
-        "mcpsum refused `{item}` on server `{server}` without asking: this session read untrusted content, so the call needs the person's approval, but {why}. Make the call with shorter arguments, or review what the session read and clear it with `mcpsum taint reset SESSION` from a terminal (`mcpsum taint list` shows the session)."
+        "mcpsum refused `{item}` on server `{server}` without asking: this session read untrusted content, so the call needs the person's approval, but {why}. Make the call with shorter arguments, or, if what the session read is safe, clear the session in a terminal with `mcpsum taint reset {session}` and make the call again."
     )
 }
 

@@ -45,10 +45,10 @@ impl Io {
             Action::AuditCall {
                 method,
                 item,
-                ok,
+                outcome,
                 took,
                 bytes,
-            } => self.audit.note_call(&method, &item, ok, took, bytes),
+            } => self.audit.note_call(&method, &item, outcome, took, bytes),
             Action::Warn(message) => output::warn(&message),
             Action::Quarantine(what) => {
                 self.audit
@@ -139,10 +139,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     if let Some(spec) = &launch.sandbox
         && let Err(e) = crate::sandboxing::check(&launch.server, &launch.argv, spec)
     {
-        let failure = client::Failure {
-            error: client::ClientError::Spawn(crate::mcp::process::SpawnError::Sandbox(e)),
-            stderr: Vec::new(),
-        };
+        let failure = client::Failure::before_start(client::ClientError::Spawn(
+            crate::mcp::process::SpawnError::Sandbox(e),
+        ));
         return Err(crate::launch::server_error(
             "cannot start",
             &launch,

@@ -38,6 +38,7 @@ use serde_json::{Map, Value, json};
 use admission::{Admission, Call, Facts, Params, Refusal, Request};
 use outbox::Out;
 
+use crate::audit::CallOutcome;
 use crate::drift::{self, Class};
 use crate::lockfile::{self, Era, Kind, ServerEntry};
 use crate::mcp::client::{BATCH_VERSION, with_modern_meta};
@@ -197,7 +198,7 @@ enum Action {
     AuditCall {
         method: String,
         item: String,
-        ok: bool,
+        outcome: CallOutcome,
         took: Duration,
         bytes: usize,
     },
@@ -441,11 +442,18 @@ impl Core {
     }
 
     /// Queues the record of a call's answer.
-    fn note_call(&self, method: String, item: String, ok: bool, took: Duration, bytes: usize) {
+    fn note_call(
+        &self,
+        method: String,
+        item: String,
+        outcome: CallOutcome,
+        took: Duration,
+        bytes: usize,
+    ) {
         self.push(Action::AuditCall {
             method,
             item,
-            ok,
+            outcome,
             took,
             bytes,
         });
@@ -1047,7 +1055,7 @@ impl Core {
                         self.cancel_questions(n, "the call was cancelled");
                         self.note(
                             "call",
-                            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": r.started.elapsed().as_millis() as u64}),
+                            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "outcome": "error", "reason": "cancelled by the client", "duration_ms": r.started.elapsed().as_millis() as u64}),
                         );
                     }
                     return;
@@ -1069,7 +1077,7 @@ impl Core {
                         self.streams.ids.remove(&sid);
                         self.note(
                             "call",
-                            json!({"method": method, "item": item, "decision": "allow", "ok": false, "reason": "cancelled by the client", "duration_ms": started.elapsed().as_millis() as u64}),
+                            json!({"method": method, "item": item, "decision": "allow", "ok": false, "outcome": "error", "reason": "cancelled by the client", "duration_ms": started.elapsed().as_millis() as u64}),
                         );
                     }
                     let mut p = params.unwrap_or_else(|| json!({}));
@@ -1154,7 +1162,7 @@ impl Core {
                 self.streams.ids.remove(&sid);
                 self.note(
                     "call",
-                    json!({"method": method, "item": item, "decision": "allow", "ok": false, "reason": "answer over the size limit", "duration_ms": started.elapsed().as_millis() as u64, "bytes": n}),
+                    json!({"method": method, "item": item, "decision": "allow", "ok": false, "outcome": "error", "reason": "answer over the size limit", "duration_ms": started.elapsed().as_millis() as u64, "bytes": n}),
                 );
                 let message = format!(
                     "the answer of server `{}` ({n} bytes) is over mcpsum's limit of {limit} bytes (`mcpsum proxy --max-message-bytes`)",
@@ -1306,7 +1314,7 @@ impl Core {
                     return self.start_round(round, result.get("inputRequests"));
                 }
                 let mut out = json!({"jsonrpc": "2.0", "id": client_id});
-                let ok = if obj.contains_key("result") && obj.contains_key("error") {
+                let outcome = if obj.contains_key("result") && obj.contains_key("error") {
                     // JSON-RPC forbids both: neither is relayed, but a source's text may be in
                     // either, and the client's model may see the error's.
                     let mut message = format!(
@@ -1317,7 +1325,7 @@ impl Core {
                         message = why;
                     }
                     out["error"] = json!({"code": codes::INTERNAL, "message": message});
-                    false
+                    CallOutcome::Error
                 } else if let Some(mut result) = obj.get("result").cloned() {
                     if input_required
                         && modern_client
@@ -1335,7 +1343,7 @@ impl Core {
                     }
                     if let Some(r) = self.translate_result(&mut result, modern_client, &method) {
                         out["error"] = r;
-                        false
+                        CallOutcome::Error
                     } else {
                         // The end of a client's listen stream names the client's id.
                         if stream.is_some()
@@ -1348,12 +1356,13 @@ impl Core {
                         // A source's result reaches the client: the session is tainted first.
                         match self.after_result(&method, &item, taints) {
                             Ok(()) => {
+                                let outcome = result_outcome(&method, &result);
                                 out["result"] = result;
-                                true
+                                outcome
                             }
                             Err(why) => {
                                 out["error"] = json!({"code": codes::INTERNAL, "message": why});
-                                false
+                                CallOutcome::Error
                             }
                         }
                     }
@@ -1364,13 +1373,13 @@ impl Core {
                         Ok(()) => out["error"] = error.clone(),
                         Err(why) => out["error"] = json!({"code": codes::INTERNAL, "message": why}),
                     }
-                    false
+                    CallOutcome::Error
                 } else {
                     out["error"] = json!({"code": codes::INTERNAL, "message": "the server answered without result or error"});
-                    false
+                    CallOutcome::Error
                 };
                 let bytes = framing::encode(&out);
-                self.note_call(method, item, ok, started.elapsed(), bytes.len());
+                self.note_call(method, item, outcome, started.elapsed(), bytes.len());
                 self.push_client(Some(&client_id), bytes);
             }
         }
@@ -1733,4 +1742,15 @@ fn undeclared_question(caps: &Value, requests: Option<&Value>) -> Option<String>
         let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
         (!client_accepts(caps, method, q.get("params"))).then(|| method.to_owned())
     })
+}
+
+/// How a relayed result ends its call: a `tools/call` result with `isError: true` is the
+/// tool's own failure (MCP reports tool errors in the result, not as JSON-RPC errors), and
+/// the audit log says so rather than `ok`.
+fn result_outcome(method: &str, result: &Value) -> CallOutcome {
+    if method == "tools/call" && result.get("isError") == Some(&Value::Bool(true)) {
+        CallOutcome::ToolError
+    } else {
+        CallOutcome::Ok
+    }
 }

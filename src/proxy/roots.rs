@@ -187,7 +187,7 @@ impl Core {
         };
         self.note(
             "call",
-            json!({"method": "roots/list", "item": parked.item, "decision": "allow", "ok": roots.is_some()}),
+            json!({"method": "roots/list", "item": parked.item, "decision": "allow", "ok": roots.is_some(), "outcome": if roots.is_some() { "ok" } else { "error" }}),
         );
         self.send_server(answer);
         if let Some(Pending::Client { client_id, .. }) = self.pending.get_mut(&parked.sid) {
@@ -219,7 +219,7 @@ impl Core {
             self.send_server(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": p.sid, "reason": "the client did not give its roots"}}));
             self.note(
                 "call",
-                json!({"method": p.method, "item": p.item, "decision": "allow", "ok": false, "reason": "the client did not retry with its roots in time"}),
+                json!({"method": p.method, "item": p.item, "decision": "allow", "ok": false, "outcome": "error", "reason": "the client did not retry with its roots in time"}),
             );
         }
     }

@@ -184,7 +184,7 @@ impl Core {
         self.cancel_questions(n, why);
         self.note(
             "call",
-            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "reason": why, "duration_ms": r.started.elapsed().as_millis() as u64}),
+            json!({"method": r.method, "item": r.item, "decision": "allow", "ok": false, "outcome": "error", "reason": why, "duration_ms": r.started.elapsed().as_millis() as u64}),
         );
         self.reply_error(&r.client_id, codes::INTERNAL, why, None);
     }

@@ -103,7 +103,7 @@ impl Core {
         self.streams.legacy.push((id.clone(), uris));
         self.note(
             "call",
-            json!({"method": "subscriptions/listen", "decision": "allow", "ok": true}),
+            json!({"method": "subscriptions/listen", "decision": "allow", "ok": true, "outcome": "ok"}),
         );
         self.send_client(
             json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
@@ -140,7 +140,7 @@ impl Core {
             }
             self.note(
                 "call",
-                json!({"method": method, "item": uri, "decision": "allow", "ok": true}),
+                json!({"method": method, "item": uri, "decision": "allow", "ok": true, "outcome": "ok"}),
             );
             return self.reply(id, json!({}));
         }
@@ -167,7 +167,7 @@ impl Core {
         );
         self.note(
             "call",
-            json!({"method": method, "item": uri, "decision": "allow", "ok": true}),
+            json!({"method": method, "item": uri, "decision": "allow", "ok": true, "outcome": "ok"}),
         );
         let params = with_modern_meta(
             json!({"notifications": {"resourceSubscriptions": [uri]}}),

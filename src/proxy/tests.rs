@@ -138,8 +138,15 @@ impl Proxy {
                 Action::ToServer(out) => Seen::Server(parse(&out.to_vec())),
                 Action::Audit { event, fields } => Seen::Audit(event, fields),
                 Action::AuditCall {
-                    method, item, ok, ..
-                } => Seen::Call { method, item, ok },
+                    method,
+                    item,
+                    outcome,
+                    ..
+                } => Seen::Call {
+                    method,
+                    item,
+                    ok: outcome == crate::audit::CallOutcome::Ok,
+                },
                 Action::Warn(w) => Seen::Warn(w),
                 Action::Quarantine(q) => Seen::Quarantine(q),
             });
@@ -583,4 +590,25 @@ fn a_legacy_servers_roots_list_mid_call_is_asked_of_a_modern_client() {
     assert_eq!(answers.len(), 1, "{seen:?}");
     assert_eq!(answers[0]["id"], json!("c2"));
     assert_eq!(answers[0]["result"]["resultType"], json!("complete"));
+}
+
+/// The general path's reading of a relayed result (the fast path reads the same member in
+/// the line; `tests/it/audit.rs` checks its record through the real binary).
+#[test]
+fn a_tool_result_with_is_error_ends_as_a_tool_error() {
+    use crate::audit::CallOutcome;
+    let outcome = super::result_outcome;
+    let failed = json!({"content": [], "isError": true});
+    assert_eq!(outcome("tools/call", &failed), CallOutcome::ToolError);
+    assert_eq!(
+        outcome("tools/call", &json!({"content": [], "isError": false})),
+        CallOutcome::Ok
+    );
+    // `isError` must be the boolean: a string is not a tool's failure.
+    assert_eq!(
+        outcome("tools/call", &json!({"content": [], "isError": "true"})),
+        CallOutcome::Ok
+    );
+    // Only a tool result has the member.
+    assert_eq!(outcome("prompts/get", &failed), CallOutcome::Ok);
 }

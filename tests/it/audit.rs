@@ -345,6 +345,10 @@ fn the_table_as_people_read_it() {
             if r["tainted_by"]["session"] == real {
                 r["tainted_by"]["session"] = json!(fake);
             }
+            // A refusal names the session to reset.
+            if let Some(reason) = r["reason"].as_str() {
+                r["reason"] = json!(reason.replace(real, fake));
+            }
         }
         if r["tainted_by"].get("ts").is_some() {
             r["tainted_by"]["ts"] = json!("2026-07-28T09:00:03.000Z");
@@ -480,6 +484,91 @@ fn a_missing_log_is_not_an_error() {
     let r = w.run(&["audit"]);
     r.code(0).stderr_has(&["no audit log yet", "audit.jsonl"]);
     assert_eq!(r.stdout, "");
+}
+
+// ----- outcomes -----
+
+/// A tool result with `isError: true` is the tool's failure: its record says `tool-error`
+/// (and `ok: false`, with a reason older readers show), the table says so, and `--outcome`
+/// picks records by how the call ended, counting records from before `outcome` by their `ok`.
+#[test]
+fn a_tool_error_is_audited_as_a_tool_error() {
+    let w = World::new();
+    let s = w.scenario("t", &json!({"tools": [tool("echo"), tool("error_out")]}));
+    w.lock_fake("t", &s, &[]).code(0);
+    let mut c = client(&w, "t", false);
+    assert!(call(&mut c, 1, "echo").get("result").is_some());
+    let r = call(&mut c, 2, "error_out");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    c.finish_ok();
+
+    let log = w.path().join("state/audit.jsonl");
+    let calls: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["event"] == "call")
+        .collect();
+    let by_item = |item: &str| calls.iter().find(|r| r["item"] == item).unwrap().clone();
+    let failed = by_item("error_out");
+    assert_eq!(
+        (&failed["outcome"], &failed["ok"]),
+        (&json!("tool-error"), &json!(false)),
+        "{failed}"
+    );
+    assert_eq!(
+        failed["reason"],
+        "the tool reported an error (its result has `isError: true`)"
+    );
+    let fine = by_item("echo");
+    assert_eq!(
+        (&fine["outcome"], &fine["ok"]),
+        (&json!("ok"), &json!(true))
+    );
+
+    // A record of an older mcpsum: `ok` and no `outcome`.
+    let mut old = fine.clone();
+    let obj = old.as_object_mut().unwrap();
+    obj.remove("outcome");
+    obj.insert("ok".into(), json!(false));
+    obj.insert("item".into(), json!("old_call"));
+    obj.insert("reason".into(), json!("cancelled by the client"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(f, "{old}").unwrap();
+
+    let table = w.run(&["audit"]);
+    table.code(0);
+    let table_rows = rows(&table);
+    let detail = |needle: &str| row_with(&table_rows, needle)[4].clone();
+    assert!(
+        detail("tools/call error_out")
+            .starts_with("tools/call error_out: tool error (its result has `isError: true`), "),
+        "{}",
+        table.stdout
+    );
+    assert!(detail("tools/call echo").starts_with("tools/call echo: ok, "));
+    assert!(detail("tools/call old_call").starts_with("tools/call old_call: failed: cancelled"));
+
+    let items = |outcome: &str| -> Vec<String> {
+        let r = w.run(&["audit", "--json", "--outcome", outcome]);
+        r.code(0);
+        r.stdout
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                assert_eq!(v["event"], "call", "{l}");
+                v["item"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(items("tool-error"), ["error_out"]);
+    assert_eq!(items("ok"), ["echo"]);
+    assert_eq!(items("error"), ["old_call"]);
+    let r = w.run(&["audit", "--outcome", "tool-error", "--outcome", "error"]);
+    assert_eq!(rows(&r).len(), 2, "{}", r.stdout);
+    let r = w.run(&["audit", "--outcome", "failed"]);
+    r.code(2);
+    assert!(r.stderr.contains("tool-error"), "{}", r.stderr);
 }
 
 // ----- --follow -----

@@ -758,6 +758,127 @@ fn lock_warns_of_an_unpinned_package_runner() {
     }
 }
 
+/// `--timeout-secs N` bounds each wait for an answer. A new entry's era detection takes silence
+/// on `server/discover` for a legacy server and asks `initialize` on a fresh start (the lockfile
+/// format's rule), so a server that never answers fails after 2×N, and the error says so rather
+/// than naming only the last N. A server that did not answer in time is killed at once: one
+/// that ignores stdin EOF and SIGTERM added up to a second per stop before (4.1 s for N = 1).
+#[test]
+fn a_server_that_never_answers_fails_after_twice_the_timeout_and_says_so() {
+    let w = World::new();
+    let t = w.transcript("mute");
+    let s = w.scenario(
+        "mute",
+        &json!({"hostile": {"hangOn": "*", "stubborn": true}, "transcript": t}),
+    );
+    let started = std::time::Instant::now();
+    let r = w.lock_fake("mute", &s, &["--timeout-secs", "1"]);
+    let took = started.elapsed().as_secs_f64();
+    r.code(2);
+    assert!(!w.lockfile().exists(), "nothing is locked");
+    assert_eq!(
+        crate::support::starts(&t),
+        2,
+        "the probe's start and a fresh one"
+    );
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("lock_never_answers", w.redact(&r.stderr));
+    });
+    assert!(took >= 2.0, "waited N for each of the two: {took:.2} s");
+    // About 2.1 s on an idle machine; the old stops (a grace after EOF and one after SIGTERM,
+    // for each of the two starts) took it past 4 s however fast the machine.
+    assert!(took < 3.6, "the stops stretched the bound: {took:.2} s");
+}
+
+/// A sandboxed server that fails at start because the egress proxy refused it a connection:
+/// `verify`, `lock` and the proxy's answer to its client name each refusal and the
+/// `policy.sandbox.network.allow` entry that would let it through, not only `mcpsum audit`.
+#[test]
+fn egress_refusals_of_a_start_are_in_its_error() {
+    use crate::sandbox::{Sbx, current_uid, helper, kernel_lacks, policy, skip};
+    let w = Sbx::new(current_uid());
+    let targets = w.p("data/targets");
+    std::fs::write(&targets, "").unwrap();
+    w.chown();
+    let argv = vec![
+        PYTHON.to_owned(),
+        helper("egress_at_start.py").display().to_string(),
+        targets.display().to_string(),
+    ];
+    // `localhost` is listed, and resolves only to loopback: refused as non-public.
+    let pol = policy(
+        &[helper("").display().to_string(), w.s("data")],
+        &[],
+        &["good.test:443".to_owned(), "localhost:9".to_owned()],
+    );
+    let r = w.lock("early", &pol, &argv);
+    if let Some(why) = kernel_lacks(&r) {
+        skip(&why);
+        return;
+    }
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // The server now asks for a host that is not listed at start, and dies of the refusal.
+    std::fs::write(&targets, "evil.test:443\n").unwrap();
+    let r = w.run(&["verify"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!(
+            "verify_egress_refused",
+            crate::support::redact_paths(
+                &format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr),
+                &w.root
+            )
+        );
+    });
+
+    // The proxy's client is told the same in the answer to its first request.
+    let mut c = crate::support::Client::spawn(w.command(&["proxy", "--name", "early"]), None)
+        .named("egress-refused")
+        .with_patience(std::time::Duration::from_secs(90));
+    c.hello();
+    let answer = c.request(2, "tools/list", json!({}));
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("egress refused: evil.test:443 (not_listed: ")
+            && message.contains("add `evil.test:443` to `policy.sandbox.network.allow`"),
+        "{answer}"
+    );
+    let refused = &answer["error"]["data"]["egress_refused"];
+    assert!(
+        refused.as_array().is_some_and(|r| r.len() == 1
+            && r[0]
+                .as_str()
+                .is_some_and(|l| l.starts_with("egress refused: evil.test:443"))),
+        "{answer}"
+    );
+    drop(c);
+    // The `start failed` record has them too.
+    let log = std::fs::read_to_string(w.p("state/audit.jsonl")).unwrap();
+    let failed: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == "start failed")
+        .collect();
+    assert!(
+        failed.iter().any(|r| r["egress_refused"][0]
+            .as_str()
+            .is_some_and(|l| l.starts_with("egress refused: evil.test:443"))),
+        "{log}"
+    );
+
+    // A listed name that resolves only to loopback: the address itself must be listed.
+    std::fs::write(&targets, "localhost:9\n").unwrap();
+    let r = w.run(&["lock", "--name", "early"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("caused by: egress refused: localhost:9 (non_public: `localhost` resolves only to non-public addresses")
+            && r.stderr.contains(":9` to `policy.sandbox.network.allow` of server `early`"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn verbose_lock_streams_the_servers_stderr() {
     let w = World::new();

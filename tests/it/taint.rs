@@ -1574,6 +1574,8 @@ fn the_prompt_escapes_controls_bidi_and_invisible_characters() {
 fn approval_snapshot_settings() -> insta::Settings {
     let mut s = crate::support::snapshot_settings();
     s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TS]");
+    // A refusal names the client session to reset: `<pid>-<start time>` of the test process.
+    s.add_filter(r"taint reset \d+-\d+`", "taint reset [SESSION]`");
     s
 }
 

@@ -84,6 +84,8 @@ hostile            dict of misbehaviours. METHOD values may be a string, a list,
                               unpadded first, so the lists page as usual (set pageSize).
   exitOnNonInitialize: true   legacy: exit(1) at once if the first message is not initialize.
   silentOnDiscover: true      ignore server/discover without answering (any era).
+  stubborn: true              ignore SIGTERM, and on stdin EOF keep running (sleeping) until
+                              killed: a wedged server that only SIGKILL ends.
   discoverError: CODE         answer server/discover with this error code (any era); -32022
                               carries data {supported, requested}, -32021 data
                               {requiredCapabilities: {}}; override with discoverErrorData.
@@ -150,6 +152,7 @@ import copy
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -1036,6 +1039,8 @@ class Server:
         delay = self.sc.get("startDelayMs")
         if delay:
             time.sleep(float(delay) / 1000.0)
+        if self.hostile("stubborn"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stdin = sys.stdin.buffer
         while True:
             try:
@@ -1046,6 +1051,8 @@ class Server:
                 break
             if raw.strip():
                 self.handle_line(raw)
+        while self.hostile("stubborn"):
+            time.sleep(3600)
         self.exit(0, "stdin closed" if self.sc.get("verbose") else None)
 
 
