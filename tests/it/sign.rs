@@ -875,3 +875,53 @@ fn sign_refuses_a_lockfile_that_fails_validation() {
     r.code(2).stderr_has(&["ssh-keygen -Y sign"]);
     assert!(!sig_file(&w).exists());
 }
+
+#[test]
+fn lock_runs_no_command_an_untrusted_lockfile_records() {
+    let (w, transcript) = locked_with_transcript();
+    let scenario = w.path().join("time.json");
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let before = w.lock_bytes();
+    // Unsigned, and an anchor in force: neither `lock --name` nor `lock --all` runs what the
+    // lockfile records; the refusal shows the command and how to give it.
+    let r = run_with(&w, &anchor, &["lock", "--name", "time"]);
+    r.code(2).stderr_has(&[
+        "has no valid signature, so mcpsum will not run the command it records for server `time`",
+        "it is not signed",
+        "mcpsum lock --name time -- /usr/bin/python3",
+        "mcp_fake.py",
+        anchor.to_str().unwrap(),
+    ]);
+    let r = run_with(&w, &anchor, &["lock", "--all"]);
+    r.code(2).stderr_has(&[
+        "will not run the commands it records",
+        "mcpsum lock --name NAME -- COMMAND",
+    ]);
+    // Signed by a key the anchor does not list: the same.
+    let other = keygen(&w, "other", "ed25519", None);
+    ssh_keygen_signs(&w, &other, "mcpsum");
+    run_with(&w, &anchor, &["lock", "--name", "time"])
+        .code(2)
+        .stderr_has(&["unknown key", "will not run the command"]);
+    assert_eq!(starts(&transcript), 0, "no server may start");
+    crate::support::assert_unchanged(&w, &before, "refused lock");
+    // The command given on the command line runs: the person chose it.
+    let mut args = vec![
+        "lock".to_owned(),
+        "--name".into(),
+        "time".into(),
+        "--".into(),
+    ];
+    args.extend(crate::support::fake_argv(&scenario));
+    let mut full = vec!["--allowed-signers".to_owned(), anchor.display().to_string()];
+    full.extend(args);
+    w.run(&full).code(0);
+    assert!(starts(&transcript) > 0, "the given command runs");
+    // Signed by the listed key: the recorded command is trusted again.
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    std::fs::remove_file(&transcript).ok();
+    run_with(&w, &anchor, &["lock", "--name", "time"]).code(0);
+    assert!(starts(&transcript) > 0, "a signed lockfile's command runs");
+}

@@ -28,7 +28,11 @@ use crate::output::{self, paint, style};
 use crate::paths;
 
 /// Runs `import`.
-pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile_flag: Option<&Path>,
+    args: &ImportArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     if args.undo {
         return undo::run();
     }
@@ -98,7 +102,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
                     era: None,
                     command: job.argv.clone(),
                 };
-                match super::lock::lock_at(&lockfile, &lock_args).await {
+                match super::lock::lock_at(&lockfile, &lock_args, trust).await {
                     Ok(_) => {
                         locked.insert(job.name.clone());
                     }
