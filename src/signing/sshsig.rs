@@ -289,7 +289,8 @@ pub fn verify(key: &KeyData, data: &[u8], sig: &Signature) -> bool {
                 return false;
             };
             let bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
-            if !(2048..=8192).contains(&bits) {
+            // `ring` takes 2048 to 8192 bits and an exponent below 2^33.
+            if !(2048..=8192).contains(&bits) || e.len() > 4 {
                 return fallback(key, data, sig);
             }
             let params = match hash {
