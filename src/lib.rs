@@ -36,14 +36,14 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
     let lockfile = cli.lockfile.as_deref();
     let trust = signing::Trust::new(cli.allowed_signers.clone());
     match &cli.command {
-        cli::Command::Lock(a) => commands::lock::run(lockfile, a).await,
+        cli::Command::Lock(a) => commands::lock::run(lockfile, a, &trust).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a, &trust).await,
         cli::Command::Remove(a) => commands::remove::run(lockfile, a),
         cli::Command::Diff(a) => json_on_error(a.json, commands::diff::run(lockfile, a)),
         cli::Command::Doctor(a) => commands::doctor::run(lockfile, a),
         cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a, &trust)),
         cli::Command::Sign(a) => commands::sign::run(lockfile, a, &trust),
-        cli::Command::Import(a) => commands::import::run(lockfile, a).await,
+        cli::Command::Import(a) => commands::import::run(lockfile, a, &trust).await,
         cli::Command::SuggestPolicy(a) => {
             commands::taint::suggest(lockfile, &a.name, a.write, &trust)
         }

@@ -13,15 +13,20 @@ use crate::lockfile::{
 use crate::mcp::client::{self, Ask, ClientError};
 use crate::output::{self, paint, style};
 use crate::paths;
+use crate::signing::Trust;
 
 /// Runs `lock`.
-pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &LockArgs,
+    trust: &Trust,
+) -> Result<Exit> {
     if args.all {
-        return lock_all(&paths::require_lockfile(lockfile_flag)?, args).await;
+        return lock_all(&paths::require_lockfile(lockfile_flag)?, args, trust).await;
     }
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
-    let exit = lock_at(&path, args).await?;
+    let exit = lock_at(&path, args, trust).await?;
     crate::signing::warn_if_stale(&path);
     Ok(exit)
 }
@@ -29,8 +34,25 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, args: &LockArgs) -> Re
 /// `lock --all`: every entry re-locked with its recorded command, all at once. Each one lands
 /// on its own (its read-modify-write is under the advisory lock, as for `lock --name`), so one
 /// server that fails leaves the others locked; each change is shown as a re-lock shows it.
-async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
-    let lock = lockfile::load(path)?;
+///
+/// When an allowed-signers file is in force and the lockfile has no valid signature, the
+/// commands it records are not trusted: nothing is run.
+async fn lock_all(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Result<Exit> {
+    let bytes = lockfile::read_bytes(path)?;
+    let status = crate::signing::inspect(path, &bytes, trust)?;
+    let lock = lockfile::load_from_bytes(path, &bytes)?;
+    drop(bytes);
+    if let Some(why) = status.refusal(path) {
+        return Err(Error::new(format!(
+            "`{}` has no valid signature, so mcpsum will not run the commands it records",
+            path.display()
+        ))
+        .cause(why.one_line())
+        .hint(format!(
+            "have a signer listed in `{}` review the lockfile and run `mcpsum sign`, or lock each server with the command you mean to run: `mcpsum lock --name NAME -- COMMAND...`",
+            status.anchor.as_ref().map_or_else(String::new, |a| a.path.display().to_string())
+        )));
+    }
     if lock.servers.is_empty() {
         output::info(&format!("no servers locked in `{}`", path.display()));
         return Ok(Exit::Ok);
@@ -55,7 +77,7 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
         .collect();
     drop(lock);
     let mut failed = Vec::new();
-    for (_, name, result) in lock_many(jobs).await {
+    for (_, name, result) in lock_many(jobs, trust).await {
         if let Err(e) = result {
             output::error(&e);
             failed.push(name);
@@ -86,6 +108,7 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
 /// through here.
 pub async fn lock_many(
     jobs: Vec<(std::path::PathBuf, LockArgs)>,
+    trust: &Trust,
 ) -> Vec<(std::path::PathBuf, String, Result<Exit>)> {
     if jobs.is_empty() {
         return Vec::new();
@@ -94,11 +117,11 @@ pub async fn lock_many(
     let mut tasks = Vec::new();
     for (path, one) in jobs {
         let name = one.name.clone();
-        let (task_path, progress) = (path.clone(), progress.clone());
+        let (task_path, progress, trust) = (path.clone(), progress.clone(), trust.clone());
         tasks.push((
             path,
             name,
-            tokio::spawn(async move { lock_one(&task_path, &one, Some(&progress)).await }),
+            tokio::spawn(async move { lock_one(&task_path, &one, &trust, Some(&progress)).await }),
         ));
     }
     let mut out = Vec::new();
@@ -114,14 +137,15 @@ pub async fn lock_many(
 
 /// Locks one server into the lockfile at `path`: the whole of `lock` once the file is known.
 /// `import` locks each server it finds through here too, so both pin a surface the same way.
-pub async fn lock_at(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
-    lock_one(path, args, None).await
+pub async fn lock_at(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Result<Exit> {
+    lock_one(path, args, trust, None).await
 }
 
 /// [`lock_at`], showing progress on `shared` when several servers are locked at once.
 async fn lock_one(
     path: &std::path::Path,
     args: &LockArgs,
+    trust: &Trust,
     shared: Option<&crate::progress::Progress>,
 ) -> Result<Exit> {
     if !valid_server_name(&args.name) {
@@ -139,6 +163,15 @@ async fn lock_one(
         .as_ref()
         .and_then(|(_, l)| l.servers.get(&args.name))
         .cloned();
+    // An allowed-signers file is in force and the lockfile has no valid signature: what its
+    // entry records (the command, its environment, its pinned code) chooses nothing that runs.
+    let untrusted = match (&existing_file, &previous) {
+        (Some((bytes, _)), Some(_)) => {
+            let status = crate::signing::inspect(&path, bytes, trust)?;
+            status.refusal(&path).map(|why| (why, status))
+        }
+        _ => None,
+    };
 
     let given = usable_command(&args.name, &args.command)?;
     let (command, env) = match (&previous, given.is_empty()) {
@@ -154,6 +187,20 @@ async fn lock_one(
             )));
         }
         (Some(prev), true) => {
+            if let Some((why, status)) = &untrusted {
+                return Err(Error::new(format!(
+                    "`{}` has no valid signature, so mcpsum will not run the command it records for server `{}`",
+                    path.display(),
+                    args.name
+                ))
+                .cause(why.one_line())
+                .hint(format!(
+                    "if that is the command you mean to run, give it after `--`: `mcpsum lock --name {} -- {}`; or have a signer listed in `{}` review the lockfile and run `mcpsum sign` first",
+                    args.name,
+                    output::sanitize_line(&super::show::shell_words(&prev.command)),
+                    status.anchor.as_ref().map_or_else(String::new, |a| a.path.display().to_string())
+                )));
+            }
             let mut env = prev.env_passthrough.clone();
             env.extend(args.env.iter().cloned());
             (prev.command.clone(), env)
@@ -222,7 +269,7 @@ async fn lock_one(
     // it here, pinned, installed hash-checked, and the server read from that install.
     let previous_artifacts = previous
         .as_ref()
-        .filter(|p| p.command == command)
+        .filter(|p| p.command == command && untrusted.is_none())
         .and_then(|p| p.artifacts.as_ref());
     let artifacts = crate::pin::resolve(&args.name, &command, previous_artifacts)?;
     let mut launch = super::launch(

@@ -17,11 +17,14 @@ pub fn run(
 ) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
     let bytes = lockfile::read_bytes(&path)?;
-    // What the lock pins is shown only from a lockfile the allowed signers accept.
-    crate::signing::enforce(&path, &bytes, trust)?;
-    // Only names, keys and annotations of items are shown: a summary of each is enough, and
-    // reading one costs a fraction of building the item (every digest is still checked).
-    let lock = lockfile::load_summary_from_bytes(&path, &bytes)?;
+    let bytes: &[u8] = &bytes;
+    // What the lock pins is shown only from a lockfile the allowed signers accept (checked
+    // beside the parse). Only names, keys and annotations of items are shown: a summary of
+    // each is enough, and reading one costs a fraction of building the item (every digest is
+    // still checked).
+    let lock = crate::signing::enforce(&path, bytes, trust, || {
+        lockfile::load_summary_from_bytes(&path, bytes)
+    })??;
     let selected: Vec<(&String, &Entry)> = match &args.name {
         Some(name) => vec![(name, super::entry(&lock, &path, name)?)],
         None => lock.servers.iter().collect(),

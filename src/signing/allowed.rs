@@ -9,9 +9,9 @@
 //! file, as it fails ssh-keygen's verification: a typo must not silently drop a restriction.
 
 use ssh_key::PublicKey;
-use ssh_key::public::KeyData;
 
 use super::pattern;
+use super::sshsig::SigKey;
 
 /// One line of the file that names a key.
 #[derive(Debug, Clone)]
@@ -37,8 +37,9 @@ pub struct Entry {
 pub enum Verdict {
     /// The line names another key.
     OtherKey,
-    /// The line accepts it.
-    Accepted,
+    /// The line accepts it; for a certificate, with the certificate's principals the line's
+    /// principals match (comma-separated).
+    Accepted(Option<String>),
     /// The line names the key but does not accept this signature.
     Refused(Refusal),
 }
@@ -54,20 +55,66 @@ pub enum Refusal {
     NotYetValid(i64),
     /// `valid-before=` is earlier than now.
     Expired(i64),
+    /// The certificate (by this line's CA) is a host certificate.
+    CertNotUser,
+    /// The certificate is not valid before this time.
+    CertNotYetValid(u64),
+    /// The certificate expired at this time (its `valid before`, exclusive).
+    CertExpired(u64),
+    /// The certificate lists no principals.
+    CertNoPrincipals,
+    /// None of the certificate's principals (these) matches the line's principals.
+    CertPrincipal(Vec<String>),
 }
 
 impl Entry {
     /// What this line says about a signature by `key` for `namespace` at `now` (seconds since
-    /// the epoch). The checks are ssh-keygen's, in its order: an exact key (a `cert-authority`
-    /// line never matches a plain key), then the namespace, then the validity interval
-    /// (`valid-before` and `valid-after` both inclusive).
-    pub fn judge(&self, key: &KeyData, namespace: &str, now: i64) -> Verdict {
-        if self.key.key_data() != key {
-            return Verdict::OtherKey;
+    /// the epoch). The checks are ssh-keygen's, in its order (`sshsig.c`,
+    /// `check_allowed_keys_line`): a plain key matches a line without `cert-authority` that
+    /// names exactly it; a certificate matches a `cert-authority` line that names its CA, and
+    /// must then be a user certificate, valid now (`valid after` inclusive, `valid before`
+    /// exclusive) and list a principal the line's principals match; then the namespace, then
+    /// the line's validity interval (`valid-before` and `valid-after` both inclusive).
+    pub fn judge(&self, key: &SigKey, namespace: &str, now: i64) -> Verdict {
+        let mut matched = None;
+        match key {
+            SigKey::Plain(k) if self.key.key_data() == k => {
+                if self.cert_authority {
+                    return Verdict::Refused(Refusal::CertAuthority);
+                }
+            }
+            SigKey::Cert(cert)
+                if self.cert_authority && self.key.key_data() == cert.signature_key() =>
+            {
+                if !cert.is_user() {
+                    return Verdict::Refused(Refusal::CertNotUser);
+                }
+                let now_u = u64::try_from(now).unwrap_or(0);
+                if now_u < cert.valid_after() {
+                    return Verdict::Refused(Refusal::CertNotYetValid(cert.valid_after()));
+                }
+                if now_u >= cert.valid_before() {
+                    return Verdict::Refused(Refusal::CertExpired(cert.valid_before()));
+                }
+                if cert.valid_principals().is_empty() {
+                    return Verdict::Refused(Refusal::CertNoPrincipals);
+                }
+                let names: Vec<&str> = cert
+                    .valid_principals()
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|p| pattern::matches_list(p, &self.principals))
+                    .collect();
+                if names.is_empty() {
+                    return Verdict::Refused(Refusal::CertPrincipal(
+                        cert.valid_principals().to_vec(),
+                    ));
+                }
+                matched = Some(names.join(","));
+            }
+            _ => return Verdict::OtherKey,
         }
-        let refusal = if self.cert_authority {
-            Refusal::CertAuthority
-        } else if let Some(ns) = self
+        let refusal = if let Some(ns) = self
             .namespaces
             .as_ref()
             .filter(|ns| !pattern::matches_list(namespace, ns))
@@ -78,7 +125,7 @@ impl Entry {
         } else if let Some(before) = self.valid_before.filter(|&before| now > before) {
             Refusal::Expired(before)
         } else {
-            return Verdict::Accepted;
+            return Verdict::Accepted(matched);
         };
         Verdict::Refused(refusal)
     }
@@ -431,7 +478,7 @@ mod tests {
         let e = one(&format!(
             r#"alice namespaces="git",valid-before="20200101Z" {ED}"#
         ));
-        let key = e.key.key_data().clone();
+        let key = SigKey::Plain(e.key.key_data().clone());
         assert_eq!(
             e.judge(&key, "mcpsum", 0),
             Verdict::Refused(Refusal::Namespace("git".into()))
@@ -440,7 +487,7 @@ mod tests {
             e.judge(&key, "git", 1_577_836_801),
             Verdict::Refused(Refusal::Expired(1_577_836_800))
         );
-        assert_eq!(e.judge(&key, "git", 1_577_836_800), Verdict::Accepted);
+        assert_eq!(e.judge(&key, "git", 1_577_836_800), Verdict::Accepted(None));
         let ca = one(&format!("alice cert-authority {ED}"));
         assert_eq!(
             ca.judge(&key, "mcpsum", 0),

@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
+use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey};
 
 use super::{NAMESPACE, Signer};
 use crate::error::{Error, Result};
@@ -101,25 +101,29 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
             }
         }
     };
-    let sig = SshSig::from_pem(&pem)
+    // Read back as every reader reads it (a signature by a certificate carries it).
+    let sig = super::sshsig::parse(pem.as_bytes())
         .map_err(|e| Error::new("the signature made is not an SSH signature").cause(e))?;
     if let Some(expected) = &expected
-        && sig.public_key() != expected.key_data()
+        && sig.key.key() != expected.key_data()
     {
         return Err(
             Error::new("the signature was made by another key than the one asked for")
                 .hint("check which keys `ssh-agent` holds (`ssh-add -L`)"),
         );
     }
-    PublicKey::from(sig.public_key().clone())
-        .verify(NAMESPACE, bytes, &sig)
-        .map_err(|e| Error::new("the signature made does not verify").cause(e))?;
+    let verified = sig.namespace == NAMESPACE
+        && super::sshsig::signed_data(&sig, bytes)
+            .is_some_and(|d| super::sshsig::verify(sig.key.key(), &d, &sig.signature));
+    if !verified {
+        return Err(Error::new("the signature made does not verify"));
+    }
     let mut pem = pem;
     if !pem.ends_with('\n') {
         pem.push('\n');
     }
     Ok(Signed {
-        signer: Signer::of(sig.public_key()),
+        signer: Signer::of_sig(&sig.key),
         pem,
         method,
     })

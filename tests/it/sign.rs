@@ -875,3 +875,236 @@ fn sign_refuses_a_lockfile_that_fails_validation() {
     r.code(2).stderr_has(&["ssh-keygen -Y sign"]);
     assert!(!sig_file(&w).exists());
 }
+
+#[test]
+fn lock_runs_no_command_an_untrusted_lockfile_records() {
+    let (w, transcript) = locked_with_transcript();
+    let scenario = w.path().join("time.json");
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let before = w.lock_bytes();
+    // Unsigned, and an anchor in force: neither `lock --name` nor `lock --all` runs what the
+    // lockfile records; the refusal shows the command and how to give it.
+    let r = run_with(&w, &anchor, &["lock", "--name", "time"]);
+    r.code(2).stderr_has(&[
+        "has no valid signature, so mcpsum will not run the command it records for server `time`",
+        "it is not signed",
+        "mcpsum lock --name time -- /usr/bin/python3",
+        "mcp_fake.py",
+        anchor.to_str().unwrap(),
+    ]);
+    let r = run_with(&w, &anchor, &["lock", "--all"]);
+    r.code(2).stderr_has(&[
+        "will not run the commands it records",
+        "mcpsum lock --name NAME -- COMMAND",
+    ]);
+    // Signed by a key the anchor does not list: the same.
+    let other = keygen(&w, "other", "ed25519", None);
+    ssh_keygen_signs(&w, &other, "mcpsum");
+    run_with(&w, &anchor, &["lock", "--name", "time"])
+        .code(2)
+        .stderr_has(&["unknown key", "will not run the command"]);
+    assert_eq!(starts(&transcript), 0, "no server may start");
+    crate::support::assert_unchanged(&w, &before, "refused lock");
+    // The command given on the command line runs: the person chose it.
+    let mut args = vec![
+        "lock".to_owned(),
+        "--name".into(),
+        "time".into(),
+        "--".into(),
+    ];
+    args.extend(crate::support::fake_argv(&scenario));
+    let mut full = vec!["--allowed-signers".to_owned(), anchor.display().to_string()];
+    full.extend(args);
+    w.run(&full).code(0);
+    assert!(starts(&transcript) > 0, "the given command runs");
+    // Signed by the listed key: the recorded command is trusted again.
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    std::fs::remove_file(&transcript).ok();
+    run_with(&w, &anchor, &["lock", "--name", "time"]).code(0);
+    assert!(starts(&transcript) > 0, "a signed lockfile's command runs");
+}
+
+/// `ssh-keygen -s CA -I ID [OPTIONS...] USER.pub`: the certificate `USER-cert.pub`.
+fn certify(ca: &Key, user: &Key, id: &str, options: &[&str]) -> PathBuf {
+    let cert = PathBuf::from(format!("{}-cert.pub", user.private.display()));
+    let _ = std::fs::remove_file(&cert);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-s"])
+        .arg(&ca.private)
+        .args(["-I", id])
+        .args(options)
+        .arg(user.public_path())
+        .output()
+        .expect("ssh-keygen -s");
+    assert!(
+        out.status.success(),
+        "ssh-keygen -s: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cert
+}
+
+/// `ssh-keygen -Y sign -n mcpsum -f USER-cert.pub mcp.lock`: the signature carries the
+/// certificate.
+fn ssh_keygen_signs_with(w: &World, cert: &Path) {
+    let _ = std::fs::remove_file(sig_file(w));
+    let out = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", "mcpsum", "-f"])
+        .arg(cert)
+        .arg(w.lockfile())
+        .output()
+        .expect("ssh-keygen -Y sign");
+    assert!(
+        out.status.success(),
+        "ssh-keygen -Y sign: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_certificate_signature_is_judged_as_ssh_keygen_judges_it() {
+    let w = locked();
+    // An RSA CA certifying an ECDSA key, and an Ed25519 CA certifying an Ed25519 key.
+    for (ca_kind, ca_bits, user_kind, user_bits) in [
+        ("rsa", Some("3072"), "ecdsa", Some("256")),
+        ("ed25519", None, "ed25519", None),
+    ] {
+        let ca = keygen(&w, &format!("ca_{ca_kind}"), ca_kind, ca_bits);
+        let other_ca = keygen(&w, &format!("other_ca_{ca_kind}"), "ed25519", None);
+        let user = keygen(&w, &format!("user_{user_kind}"), user_kind, user_bits);
+        let anchor = w.path().join(format!("allowed-{ca_kind}"));
+        let cert = certify(&ca, &user, "alice-id", &["-n", "alice,bob"]);
+        ssh_keygen_signs_with(&w, &cert);
+        let ca_line = |principals: &str, options: &str| {
+            let opts = if options.is_empty() {
+                "cert-authority".to_owned()
+            } else {
+                format!("cert-authority,{options}")
+            };
+            ca.line(principals, &opts)
+        };
+        // Accepted by both: the CA listed for a pattern that matches a certified principal.
+        for line in [
+            ca_line("alice", ""),
+            ca_line("a*,!bob", "namespaces=\"mcpsum\""),
+        ] {
+            write_anchor(&anchor, &line);
+            let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+            assert!(ok, "{ca_kind}: ssh-keygen rejects `{line}`: {out}");
+            assert!(out.contains("-CERT key"), "{out}");
+            run_with(&w, &anchor, &["show"]).code(0);
+            let r = run_with(&w, &anchor, &["verify", "--json"]);
+            let sig = &r.code(0).json()["signature"];
+            assert_eq!(sig["state"], "valid", "{ca_kind}: {sig}");
+            assert_eq!(sig["signer"]["principals"], "alice");
+            assert_eq!(sig["signer"]["fingerprint"], user.fingerprint().as_str());
+            assert_eq!(sig["signer"]["certificate"]["keyId"], "alice-id");
+            assert_eq!(
+                sig["signer"]["certificate"]["ca"],
+                ca.fingerprint().as_str()
+            );
+        }
+        // Refused by both, each for its reason.
+        let ca_fp = ca.fingerprint();
+        let cases: Vec<(String, &str, Vec<&str>)> = vec![
+            (
+                ca_line("carol", ""),
+                "carol",
+                vec!["principals `alice,bob`", "none of which", "(`carol`)"],
+            ),
+            (
+                user.line("alice", ""),
+                "alice",
+                vec!["lists as a plain key"],
+            ),
+            (
+                ca.line("alice", ""),
+                "alice",
+                vec!["without `cert-authority`"],
+            ),
+            (
+                other_ca.line("alice", "cert-authority"),
+                "alice",
+                vec!["the CA is not trusted", &ca_fp],
+            ),
+            (
+                ca_line("alice", "namespaces=\"git\""),
+                "alice",
+                vec!["only for namespaces `git`"],
+            ),
+            (
+                ca_line("alice", "valid-before=\"20200101Z\""),
+                "alice",
+                vec!["expired at 2020-01-01"],
+            ),
+        ];
+        for (line, principal, words) in &cases {
+            write_anchor(&anchor, line);
+            let (ok, out) = ssh_keygen_verifies(&w, &anchor, principal);
+            assert!(!ok, "{ca_kind}: ssh-keygen accepts `{line}`: {out}");
+            let r = run_with(&w, &anchor, &["verify"]);
+            r.code(2)
+                .stderr_has(words)
+                .stderr_has(&["has no valid signature", "alice-id"]);
+        }
+        // The certificate itself: expired, not yet valid, without principals, for a host.
+        write_anchor(&anchor, &ca_line("alice", ""));
+        let certs: [(&[&str], &str, &str); 4] = [
+            (
+                &["-n", "alice", "-V", "20200101:20200201"],
+                "Certificate invalid: expired",
+                "which expired at 2020-02-01",
+            ),
+            (
+                &["-n", "alice", "-V", "20990101:21000101"],
+                "Certificate invalid: not yet valid",
+                "which is not valid before 2099-01-01",
+            ),
+            (
+                &[],
+                "Certificate lacks principal list",
+                "lists no principals",
+            ),
+            (
+                &["-h", "-n", "alice"],
+                "not a user certificate",
+                "host certificate",
+            ),
+        ];
+        for (options, theirs, ours) in certs {
+            let cert = certify(&ca, &user, "alice-id", options);
+            ssh_keygen_signs_with(&w, &cert);
+            let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+            assert!(!ok && out.contains(theirs), "{options:?}: {out}");
+            run_with(&w, &anchor, &["verify"])
+                .code(2)
+                .stderr_has(&[ours, "has no valid signature"]);
+        }
+    }
+}
+
+#[test]
+fn an_expired_certificate_is_refused_everywhere_and_mcpsum_signs_with_a_certificate() {
+    let w = locked();
+    let ca = keygen(&w, "ca", "ed25519", None);
+    let user = keygen(&w, "user", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &ca.line("alice@example.com", "cert-authority"));
+    let cert = certify(
+        &ca,
+        &user,
+        "old",
+        &["-n", "alice@example.com", "-V", "20200101:20200201"],
+    );
+    ssh_keygen_signs_with(&w, &cert);
+    refused(&w, &anchor, &["expired", "certificate `old`"]);
+    // `mcpsum sign --key USER-cert.pub` signs with the certificate; ssh-keygen accepts it.
+    let cert = certify(&ca, &user, "new", &["-n", "alice@example.com"]);
+    let r = run_with(&w, &anchor, &["sign", "--key", cert.to_str().unwrap()]);
+    r.code(0).stderr_has(&["ED25519-CERT", "certificate `new`"]);
+    let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice@example.com");
+    assert!(ok, "{out}");
+    run_with(&w, &anchor, &["show"]).code(0);
+}

@@ -52,7 +52,11 @@ struct Group {
 }
 
 /// Runs `import`.
-pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit> {
+pub async fn run(
+    lockfile_flag: Option<&Path>,
+    args: &ImportArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     if args.undo {
         return undo::run();
     }
@@ -152,7 +156,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
         })
         .collect();
     let mut newly: BTreeMap<PathBuf, usize> = BTreeMap::new();
-    for (path, name, result) in super::lock::lock_many(jobs).await {
+    for (path, name, result) in super::lock::lock_many(jobs, trust).await {
         match result {
             Ok(_) => {
                 *newly.entry(path.clone()).or_default() += 1;
