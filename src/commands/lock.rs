@@ -207,7 +207,8 @@ async fn lock_one(
         output::verbose(),
     );
     if let Some(a) = &artifacts {
-        super::pin_launch(&mut launch, &command, a, crate::pin::Check::Full)?;
+        // `Full` leaves nothing pending.
+        let _checked = super::pin_launch(&mut launch, &command, a, crate::pin::Check::Full)?;
     }
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {

@@ -496,6 +496,137 @@ fn changed_file_in_the_install_is_refused_naming_the_package() {
     p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
 }
 
+/// Appends `code` to `file` in a read-only install, as a writer of the cache could.
+fn append_to(file: &Path, code: &str) {
+    Command::new("chmod").arg("u+w").arg(file).status().unwrap();
+    let mut text = std::fs::read_to_string(file).unwrap();
+    text.push_str(code);
+    std::fs::write(file, text).unwrap();
+}
+
+/// Runs `mcpsum proxy --name time` with `lines` on its stdin, then closes it: the answers by
+/// id, and the run.
+fn proxy_session(p: &Pin, lines: &[Value]) -> (BTreeMap<i64, Value>, Run) {
+    use std::io::Write;
+    let mut child = p
+        .cmd()
+        .args(["proxy", "--name", "time"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    let r = Run::from_output(child.wait_with_output().unwrap());
+    let answers = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| Some((v["id"].as_i64()?, v)))
+        .collect();
+    (answers, r)
+}
+
+fn handshake_and_list() -> Vec<Value> {
+    vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
+}
+
+#[test]
+fn proxy_answers_the_handshake_from_the_lock_and_never_runs_a_changed_install() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    r.code(0);
+    assert!(answers[&2]["result"]["tools"].is_array(), "{r:#?}");
+
+    // Code that would leave a mark the moment the server's module is imported.
+    let mark = p.w.path().join("the-changed-code-ran");
+    let server_py = find_file(&p.install(), "mcp_server_time/server.py");
+    append_to(
+        &server_py,
+        &format!(
+            "\nopen({:?}, 'w').write('ran')\n",
+            mark.display().to_string()
+        ),
+    );
+    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    assert_ne!(r.code, 0, "{r:#?}");
+    // The handshake is answered from the lock while the install is checked ...
+    assert!(answers[&1]["result"]["serverInfo"].is_object(), "{r:#?}");
+    // ... and nothing else is: the request gets the refusal naming the package, and the
+    // changed code never ran.
+    let refusal = answers[&2]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        refusal.contains("the pinned install of server `time` was changed")
+            && refusal.contains("`mcp-server-time 2026.10.19`"),
+        "{r:#?}"
+    );
+    printed(&r, &["mcp_server_time/server.py"]);
+    assert!(!mark.exists(), "the changed server code ran");
+}
+
+#[test]
+fn a_manifest_rewritten_to_match_changed_files_is_refused() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let dir = p.install();
+    let server_py = find_file(&dir, "mcp_server_time/server.py");
+    append_to(&server_py, "\nimport os  # changed after the install\n");
+    // The writer of the cache also rewrites the install's own record of its files.
+    let manifest_path = dir.join(".mcpsum-install.json");
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let rel = server_py
+        .strip_prefix(&dir)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = Command::new("sha256sum").arg(&server_py).output().unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap();
+    let hex = hex.split_whitespace().next().unwrap();
+    assert!(
+        manifest["files"][&rel].is_string(),
+        "{rel} not in the manifest"
+    );
+    manifest["files"][&rel] = json!(format!("sha256:{hex}"));
+    Command::new("chmod")
+        .arg("u+w")
+        .arg(&manifest_path)
+        .status()
+        .unwrap();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
+        let r = Run::from_output(
+            p.cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "the pinned install of server `time` was changed: its manifest",
+                "is not the one written when it was made",
+            ],
+        );
+    }
+    remove_tree(&dir);
+    p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+}
+
 #[test]
 fn changed_hash_in_the_lock_is_refused_naming_the_package() {
     let Some(p) = Pin::new() else { return };
