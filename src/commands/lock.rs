@@ -45,6 +45,7 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs) -> Result<Exit> {
             sandbox: None,
             timeout_secs: args.timeout_secs,
             era: None,
+            allow_install_scripts: Vec::new(),
             command: Vec::new(),
         };
         let (path, progress) = (path.to_path_buf(), progress.clone());
@@ -201,12 +202,15 @@ async fn lock_one(
     // the resolution is the same, as it mostly is, that surface is the one; when it differs,
     // the server is started again from the new closure's install.
     let resolving = {
-        let (name, command, previous) = (
+        let (name, command, previous, allow) = (
             args.name.clone(),
             command.clone(),
             previous_artifacts.clone(),
+            args.allow_install_scripts.clone(),
         );
-        tokio::task::spawn_blocking(move || crate::pin::resolve(&name, &command, previous.as_ref()))
+        tokio::task::spawn_blocking(move || {
+            crate::pin::resolve(&name, &command, previous.as_ref(), &allow)
+        })
     };
     let early = previous_artifacts.filter(crate::pin::is_installed);
     let unset = crate::mcp::process::unset_names(&env);

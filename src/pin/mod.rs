@@ -108,11 +108,13 @@ pub fn is_installed(artifacts: &Artifacts) -> bool {
 }
 
 /// Resolves the closure of `command` for `lock`: `None` when it is not a package runner (its
-/// code is not pinned). `previous` is the entry's closure before this lock.
+/// code is not pinned). `previous` is the entry's closure before this lock; `allow_scripts`
+/// the npm packages whose install scripts may run (those `previous` allowed stay allowed).
 pub fn resolve(
     name: &str,
     command: &[String],
     previous: Option<&Artifacts>,
+    allow_scripts: &[String],
 ) -> Result<Option<Artifacts>> {
     match runner::parse(command) {
         None => Ok(None),
@@ -121,12 +123,27 @@ pub fn resolve(
         ))
         .cause(e)
         .hint("write the command as `uvx [--python V] PACKAGE==VERSION ARGS...` (or `uvx --from PACKAGE==VERSION SCRIPT ARGS...`), or `npx -y PACKAGE@VERSION ARGS...`")),
+        Some(Ok(Runner::Uv(_))) if !allow_scripts.is_empty() => Err(Error::new(format!(
+            "cannot pin the code of server `{name}`"
+        ))
+        .cause("`--allow-install-scripts` is for `npx` servers: a `uvx` closure holds built wheels only, which have no install scripts")
+        .hint("drop `--allow-install-scripts`")),
         Some(Ok(Runner::Uv(run))) => uv::resolve(&run, previous)
             .map(Some)
             .map_err(|e| pin_error(name, e)),
-        Some(Ok(Runner::Npm(run))) => npm::resolve(&run)
-            .map(Some)
-            .map_err(|e| pin_error(name, e)),
+        Some(Ok(Runner::Npm(run))) => {
+            let mut allowed = allow_scripts.to_vec();
+            allowed.extend(
+                previous
+                    .iter()
+                    .flat_map(|a| &a.packages)
+                    .filter(|p| p.install_script)
+                    .map(|p| p.name.clone()),
+            );
+            npm::resolve(&run, &allowed)
+                .map(Some)
+                .map_err(|e| pin_error(name, e))
+        }
     }
 }
 
@@ -664,11 +681,17 @@ fn make_writable(dir: &Path) {
 /// The package changes between two closures, as a lockfile diff reads: `~ name old → new`,
 /// `+ name version`, `- name`.
 pub fn changes(old: Option<&Artifacts>, new: Option<&Artifacts>) -> Vec<String> {
-    let map = |a: Option<&Artifacts>| -> BTreeMap<String, (String, String)> {
+    type Pinned = (String, String, bool);
+    let map = |a: Option<&Artifacts>| -> BTreeMap<String, Pinned> {
         a.map(|a| {
             a.packages
                 .iter()
-                .map(|p| (p.name.clone(), (p.version.clone(), p.hash.clone())))
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        (p.version.clone(), p.hash.clone(), p.install_script),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -687,14 +710,24 @@ pub fn changes(old: Option<&Artifacts>, new: Option<&Artifacts>) -> Vec<String> 
     let names: std::collections::BTreeSet<&String> = old_map.keys().chain(new_map.keys()).collect();
     for name in names {
         match (old_map.get(name), new_map.get(name)) {
-            (Some((ov, oh)), Some((nv, nh))) if ov != nv || oh != nh => {
-                if ov == nv {
-                    out.push(format!("~ {name} {ov} (hash {oh} → {nh})"));
+            (Some((ov, oh, os)), Some((nv, nh, ns))) if ov != nv || oh != nh || os != ns => {
+                let note = match (os, ns) {
+                    (false, true) => " (install script allowed)",
+                    (true, false) => " (install script no longer allowed)",
+                    _ => "",
+                };
+                if ov != nv {
+                    out.push(format!("~ {name} {ov} → {nv}{note}"));
+                } else if oh != nh {
+                    out.push(format!("~ {name} {ov} (hash {oh} → {nh}){note}"));
                 } else {
-                    out.push(format!("~ {name} {ov} → {nv}"));
+                    out.push(format!("~ {name} {ov}{note}"));
                 }
             }
-            (None, Some((nv, _))) => out.push(format!("+ {name} {nv}")),
+            (None, Some((nv, _, ns))) => out.push(format!(
+                "+ {name} {nv}{}",
+                if *ns { " (install script allowed)" } else { "" }
+            )),
             (Some(_), None) => out.push(format!("- {name}")),
             _ => {}
         }
@@ -756,6 +789,16 @@ mod tests {
             ["~ python 3.11 → 3.12", "~ same 1 (hash c → x)"]
         );
         assert_eq!(changes(None, Some(&rehashed)), ["+ same 1"]);
+        let mut allowed = rehashed.clone();
+        allowed.packages[0].install_script = true;
+        assert_eq!(
+            changes(Some(&rehashed), Some(&allowed)),
+            ["~ same 1 (install script allowed)"]
+        );
+        assert_eq!(
+            changes(Some(&allowed), Some(&rehashed)),
+            ["~ same 1 (install script no longer allowed)"]
+        );
     }
 
     #[test]

@@ -949,3 +949,225 @@ fn which_node() -> Option<PathBuf> {
         .map(|d| d.join("node"))
         .find(|p| p.is_file())
 }
+
+/// The package with an install script that the local registry serves: its server offers the
+/// tool `built` once its install script ran, `unbuilt` before.
+const SCRIPTED: &str = "mcpsum-script-fixture";
+
+const SCRIPTED_SERVER: &str = r#"#!/usr/bin/env node
+const fs = require("fs");
+const path = require("path");
+const built = fs.existsSync(path.join(__dirname, "built.txt"));
+const tool = built ? "built" : "unbuilt";
+let buf = "";
+process.stdin.on("data", (d) => {
+  buf += d;
+  let i;
+  while ((i = buf.indexOf("\n")) >= 0) {
+    const line = buf.slice(0, i);
+    buf = buf.slice(i + 1);
+    if (!line.trim()) continue;
+    const m = JSON.parse(line);
+    if (m.id === undefined) continue;
+    let result;
+    if (m.method === "initialize") {
+      result = { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} },
+                 serverInfo: { name: "script-fixture", version: "1.0.0" } };
+    } else if (m.method === "tools/list") {
+      result = { tools: [{ name: tool, description: "whether the install script ran",
+                           inputSchema: { type: "object" } }] };
+    } else if (m.method === "ping") {
+      result = {};
+    }
+    const out = result === undefined
+      ? { jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "no such method" } }
+      : { jsonrpc: "2.0", id: m.id, result };
+    process.stdout.write(JSON.stringify(out) + "\n");
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+"#;
+
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A registry on loopback serving [`SCRIPTED`] 1.0.0 (packument and tarball), for as long as
+/// the test runs: its URL.
+fn scripted_registry(dir: &Path) -> String {
+    use sha2::Digest as _;
+    use std::io::{Read, Write};
+    let pkg = dir.join("package");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let manifest = json!({
+        "name": SCRIPTED, "version": "1.0.0",
+        "bin": {SCRIPTED: "server.js"},
+        "scripts": {"install": "node install.js"},
+    });
+    std::fs::write(pkg.join("package.json"), manifest.to_string()).unwrap();
+    std::fs::write(pkg.join("server.js"), SCRIPTED_SERVER).unwrap();
+    std::fs::write(
+        pkg.join("install.js"),
+        "require('fs').writeFileSync(require('path').join(__dirname, 'built.txt'), 'built by the install script\\n');\n",
+    )
+    .unwrap();
+    let tgz = dir.join("pkg.tgz");
+    assert!(
+        Command::new("tar")
+            .arg("czf")
+            .arg(&tgz)
+            .arg("-C")
+            .arg(dir)
+            .arg("package")
+            .status()
+            .unwrap()
+            .success()
+    );
+    let tarball = std::fs::read(&tgz).unwrap();
+    let integrity = format!("sha512-{}", base64(&sha2::Sha512::digest(&tarball)));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let mut version = manifest.clone();
+    version["hasInstallScript"] = json!(true);
+    version["dist"] = json!({
+        "tarball": format!("{url}{SCRIPTED}/-/{SCRIPTED}-1.0.0.tgz"),
+        "integrity": integrity,
+    });
+    let packument = json!({
+        "name": SCRIPTED, "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": version},
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (packument, tarball) = (packument.clone(), tarball.clone());
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&req)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let target = line.split(' ').nth(1).unwrap_or("");
+                let (status, kind, body) = if target == format!("/{SCRIPTED}") {
+                    ("200 OK", "application/json", packument.into_bytes())
+                } else if target.ends_with(".tgz") {
+                    ("200 OK", "application/octet-stream", tarball)
+                } else {
+                    ("404 Not Found", "application/json", b"{}".to_vec())
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn an_npm_install_script_runs_only_when_allowed_and_the_lock_records_it() {
+    let Some(p) = Pin::new() else { return };
+    if which_node().is_none() {
+        assert!(!support::real_servers_required(), "no `node` on PATH");
+        return eprintln!("skipping: no `node` on PATH");
+    }
+    let registry = scripted_registry(&p.w.path().join("registry"));
+    let run = |extra: &[&str], command: bool| {
+        let mut args = vec!["lock", "--name", "scripted", "--era", "legacy"];
+        args.extend(extra);
+        let spec = format!("{SCRIPTED}@1.0.0");
+        if command {
+            args.extend(["--", "npx", "-y", &spec]);
+        }
+        Run::from_output(
+            p.cmd()
+                .args(&args)
+                .env("npm_config_registry", &registry)
+                .output()
+                .unwrap(),
+        )
+    };
+    // Refused without the opt-in, saying how to give it.
+    let r = run(&[], true);
+    assert_ne!(r.code, 0, "{r:#?}");
+    printed(
+        &r,
+        &[
+            &format!("`{SCRIPTED} 1.0.0` has an install script"),
+            &format!("--allow-install-scripts {SCRIPTED}"),
+        ],
+    );
+    assert!(
+        !p.w.path().join("mcp.lock").exists() || p.w.lock_json()["servers"]["scripted"].is_null()
+    );
+
+    // Allowed: recorded in the entry, the script ran when the install was made.
+    run(&["--allow-install-scripts", SCRIPTED], true).code(0);
+    let lock = p.w.lock_json();
+    let e = &lock["servers"]["scripted"];
+    let pkg = &e["artifacts"]["packages"][0];
+    assert_eq!(pkg["name"], SCRIPTED);
+    assert_eq!(pkg["installScript"], true, "{e}");
+    assert!(
+        e["tools"]["built"].is_object() || e.to_string().contains("\"built\""),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("unbuilt"), "{e}");
+    let installs = p.cache().join("mcpsum/installs");
+    let dir = std::fs::read_dir(&installs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    assert!(
+        dir.join("node_modules")
+            .join(SCRIPTED)
+            .join("built.txt")
+            .is_file()
+    );
+    p.run(&["show", "--name", "scripted"])
+        .code(0)
+        .stdout_has(&[&format!("{SCRIPTED} 1.0.0"), "(install script allowed)"]);
+
+    // A re-lock keeps the opt-in: the same bytes.
+    let before = p.w.lock_bytes();
+    run(&[], false).code(0);
+    assert_eq!(p.w.lock_bytes(), before);
+    Run::from_output(
+        p.cmd()
+            .args(["verify"])
+            .env("npm_config_registry", &registry)
+            .output()
+            .unwrap(),
+    )
+    .code(0);
+}

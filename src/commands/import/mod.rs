@@ -96,6 +96,7 @@ pub async fn run(lockfile_flag: Option<&Path>, args: &ImportArgs) -> Result<Exit
                     sandbox: None,
                     timeout_secs: args.timeout_secs,
                     era: None,
+                    allow_install_scripts: Vec::new(),
                     command: job.argv.clone(),
                 };
                 match super::lock::lock_at(&lockfile, &lock_args).await {
