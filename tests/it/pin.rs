@@ -1171,3 +1171,33 @@ fn an_npm_install_script_runs_only_when_allowed_and_the_lock_records_it() {
     )
     .code(0);
 }
+
+#[test]
+fn a_relock_whose_resolution_differs_from_the_installed_closure_starts_the_new_one() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let before = p.w.lock_bytes();
+    // A previous closure without `pydantic`, installed: a server started from it dies at import.
+    let mut edited = p.w.lock_json();
+    rewrite_artifacts(&mut edited, "time", |a| {
+        a["packages"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "pydantic");
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&edited).unwrap());
+    let r = p.run(&["verify"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    let installs = p.cache().join("mcpsum/installs");
+    let made = std::fs::read_dir(&installs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .count();
+    assert_eq!(made, 2, "the edited closure was installed");
+    // The re-lock starts that install while it resolves, then the resolved one: it locks.
+    p.run(&["lock", "--name", "time"])
+        .code(0)
+        .stderr_has(&["+ pydantic ", "surface unchanged since the previous lock"]);
+    assert_eq!(p.w.lock_bytes(), before);
+}
