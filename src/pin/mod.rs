@@ -140,9 +140,20 @@ pub fn resolve(
                     .filter(|p| p.install_script)
                     .map(|p| p.name.clone()),
             );
-            npm::resolve(&run, &allowed)
-                .map(Some)
-                .map_err(|e| pin_error(name, e))
+            let artifacts = npm::resolve(&run, &allowed).map_err(|e| pin_error(name, e))?;
+            for pkg in allow_scripts {
+                if !artifacts
+                    .packages
+                    .iter()
+                    .any(|p| p.install_script && p.name == *pkg)
+                {
+                    crate::output::warn(&format!(
+                        "server `{name}`: `--allow-install-scripts {}` allows nothing: no package of its closure by that name has an install script",
+                        crate::output::sanitize_line(pkg)
+                    ));
+                }
+            }
+            Ok(Some(artifacts))
         }
     }
 }

@@ -1129,8 +1129,19 @@ fn an_npm_install_script_runs_only_when_allowed_and_the_lock_records_it() {
         !p.w.path().join("mcp.lock").exists() || p.w.lock_json()["servers"]["scripted"].is_null()
     );
 
-    // Allowed: recorded in the entry, the script ran when the install was made.
-    run(&["--allow-install-scripts", SCRIPTED], true).code(0);
+    // Allowed: recorded in the entry, the script ran when the install was made. A name that
+    // allows nothing is said to.
+    run(
+        &[
+            "--allow-install-scripts",
+            SCRIPTED,
+            "--allow-install-scripts",
+            "no-such-package",
+        ],
+        true,
+    )
+    .code(0)
+    .stderr_has(&["`--allow-install-scripts no-such-package` allows nothing"]);
     let lock = p.w.lock_json();
     let e = &lock["servers"]["scripted"];
     let pkg = &e["artifacts"]["packages"][0];
