@@ -377,6 +377,11 @@ pub struct LockArgs {
     /// `auto`, and a re-lock keeps the entry's era (and fails if the server no longer speaks it).
     #[arg(long, value_enum, value_name = "ERA")]
     pub era: Option<EraFlag>,
+    /// Let this npm package of the closure run its install script when the pinned install is
+    /// made (repeatable; recorded in the entry as `installScript`, kept by later re-locks).
+    /// Scripts run outside any sandbox; without this a package with one is refused.
+    #[arg(long = "allow-install-scripts", value_name = "PKG")]
+    pub allow_install_scripts: Vec<String>,
     /// The server's command and arguments (required for a new entry).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

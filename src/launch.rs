@@ -32,14 +32,15 @@ pub fn unknown_server<I>(lock: &Lockfile<I>, path: &Path, name: &str) -> Error {
 
 /// How to start a locked entry: an entry that pins `artifacts` runs from its pinned install
 /// (made from the recorded hashes when missing, checked as `check` says), never from `command`
-/// as a package runner would resolve it today.
+/// as a package runner would resolve it today. With [`crate::pin::Check::Deferred`], the
+/// check that is left comes back with it, to run before the server starts.
 pub fn launch_for(
     name: &str,
     entry: &ServerEntry,
     lockfile: &Path,
     forward_stderr: bool,
     check: crate::pin::Check,
-) -> Result<Launch> {
+) -> Result<(Launch, Option<crate::pin::Pending>)> {
     let mut l = launch(
         name,
         &entry.command,
@@ -48,20 +49,22 @@ pub fn launch_for(
         lockfile,
         forward_stderr,
     );
-    if let Some(artifacts) = &entry.artifacts {
-        pin_launch(&mut l, &entry.command, artifacts, check)?;
-    }
-    Ok(l)
+    let pending = match &entry.artifacts {
+        Some(artifacts) => pin_launch(&mut l, &entry.command, artifacts, check)?,
+        None => None,
+    };
+    Ok((l, pending))
 }
 
 /// Points `l` at the pinned install of `artifacts`: its argv runs the server from there, and a
-/// sandbox may read the install (read-only) and the interpreter it links to.
+/// sandbox may read the install (read-only) and the interpreter it links to. What
+/// [`crate::pin::Check::Deferred`] left to check comes back (`Full`: nothing).
 pub fn pin_launch(
     l: &mut Launch,
     command: &[String],
     artifacts: &crate::lockfile::Artifacts,
     check: crate::pin::Check,
-) -> Result<()> {
+) -> Result<Option<crate::pin::Pending>> {
     let pinned = crate::pin::prepare(&l.server, command, artifacts, check)?;
     l.argv = pinned.argv;
     if let Some(spec) = &mut l.sandbox {
@@ -71,7 +74,7 @@ pub fn pin_launch(
             }
         }
     }
-    Ok(())
+    Ok(pinned.pending)
 }
 
 /// How to start a server from its parts (a new entry has no `ServerEntry` yet).

@@ -70,6 +70,7 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Res
                     sandbox: None,
                     timeout_secs: args.timeout_secs,
                     era: None,
+                    allow_install_scripts: Vec::new(),
                     command: Vec::new(),
                 },
             )
@@ -270,20 +271,23 @@ async fn lock_one(
     let previous_artifacts = previous
         .as_ref()
         .filter(|p| p.command == command && untrusted.is_none())
-        .and_then(|p| p.artifacts.as_ref());
-    let artifacts = crate::pin::resolve(&args.name, &command, previous_artifacts)?;
-    let mut launch = super::launch(
-        &args.name,
-        &command,
-        &env,
-        policy.as_ref().and_then(|p| p.sandbox.as_ref()),
-        &path,
-        // `-v` shows the server's stderr as it comes (a slow download, a crash).
-        output::verbose(),
-    );
-    if let Some(a) = &artifacts {
-        super::pin_launch(&mut launch, &command, a, crate::pin::Check::Full)?;
-    }
+        .and_then(|p| p.artifacts.clone());
+    // The closure is resolved on a thread of its own (a registry round trip). A re-lock of a
+    // pinned command whose install is here starts the server from that install meanwhile: when
+    // the resolution is the same, as it mostly is, that surface is the one; when it differs,
+    // the server is started again from the new closure's install.
+    let resolving = {
+        let (name, command, previous, allow) = (
+            args.name.clone(),
+            command.clone(),
+            previous_artifacts.clone(),
+            args.allow_install_scripts.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            crate::pin::resolve(&name, &command, previous.as_ref(), &allow)
+        })
+    };
+    let early = previous_artifacts.filter(crate::pin::is_installed);
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {
         output::warn(&format!(
@@ -296,12 +300,6 @@ async fn lock_one(
             if unset.len() == 1 { "it" } else { "them" }
         ));
     }
-    output::info(&format!(
-        "{} `{}`: {}",
-        paint(style::BOLD, "starting"),
-        args.name,
-        output::sanitize_line(&super::show::shell_words(&command))
-    ));
     // A re-lock of the same command keeps the entry's era: a server that speaks both never
     // switches silently. A new command is a new server: its era is detected.
     let kept_era = previous
@@ -314,26 +312,37 @@ async fn lock_one(
         (Some(EraFlag::Modern), _) => Ask::Only(Era::Modern),
         (None, Some(era)) => Ask::Only(era),
     };
-    let mut own = shared.is_none().then(crate::progress::Progress::start);
-    let reporter = shared
-        .or(own.as_ref())
-        .and_then(|p| p.server(&args.name, &super::show::shell_words(&command)));
-    let surface =
-        client::read_surface_as(&launch, ask, super::options(args.timeout_secs, reporter)).await;
-    if let Some(p) = own.as_mut() {
-        p.finish();
-    }
-    let surface = surface.map_err(|f| {
-        let refused = match &f.error {
-            ClientError::EraRefused { era, .. } => Some(*era),
-            _ => None,
-        };
-        let err = super::server_error("cannot lock", &launch, f);
-        match refused {
-            Some(era) => err.hint(era_hint(&args.name, era, args.era.is_none())),
-            None => err,
+    let start = Start {
+        args,
+        command: &command,
+        env: &env,
+        policy: policy.as_ref(),
+        path: &path,
+        ask,
+        shared,
+    };
+    let resolved = |r: std::result::Result<Result<_>, tokio::task::JoinError>| {
+        r.unwrap_or_else(|e| {
+            Err(Error::new(format!("cannot pin the code of server `{}`", args.name)).cause(e))
+        })
+    };
+    let (artifacts, surface) = match early {
+        Some(early) => {
+            let (r, surface) = tokio::join!(resolving, start.read(Some(&early)));
+            let artifacts = resolved(r)?;
+            if artifacts.as_ref() == Some(&early) {
+                (artifacts, surface?)
+            } else {
+                let surface = start.read(artifacts.as_ref()).await?;
+                (artifacts, surface)
+            }
         }
-    })?;
+        None => {
+            let artifacts = resolved(resolving.await)?;
+            let surface = start.read(artifacts.as_ref()).await?;
+            (artifacts, surface)
+        }
+    };
     let dual_era = (surface.era == Era::Modern && args.era != Some(EraFlag::Modern))
         .then(|| legacy_versions_listed(&surface))
         .flatten();
@@ -379,6 +388,76 @@ async fn lock_one(
 }
 
 /// The pre-2026 versions a 2026-07-28 server lists, if any: it speaks both eras.
+/// What starting the server being locked takes, to start it from one closure or another.
+struct Start<'a> {
+    args: &'a LockArgs,
+    command: &'a [String],
+    env: &'a [String],
+    policy: Option<&'a Policy>,
+    path: &'a std::path::Path,
+    ask: Ask,
+    shared: Option<&'a crate::progress::Progress>,
+}
+
+impl Start<'_> {
+    /// Starts the server (from the pinned install of `artifacts`, made when missing and
+    /// checked unchanged) and reads its surface.
+    async fn read(&self, artifacts: Option<&lockfile::Artifacts>) -> Result<lockfile::Surface> {
+        let args = self.args;
+        let mut launch = super::launch(
+            &args.name,
+            self.command,
+            self.env,
+            self.policy.and_then(|p| p.sandbox.as_ref()),
+            self.path,
+            // `-v` shows the server's stderr as it comes (a slow download, a crash).
+            output::verbose(),
+        );
+        if let Some(a) = artifacts {
+            // The install's files against what the state directory recorded when it was made
+            // (one `statx` each), re-hashed only when that differs; `verify` re-hashes them all.
+            let pending =
+                super::pin_launch(&mut launch, self.command, a, crate::pin::Check::Deferred)?;
+            if let Some(pending) = pending {
+                tokio::task::spawn_blocking(move || pending.run())
+                    .await
+                    .map_err(|e| Error::new("cannot check the pinned install").cause(e))??;
+            }
+        }
+        output::info(&format!(
+            "{} `{}`: {}",
+            paint(style::BOLD, "starting"),
+            args.name,
+            output::sanitize_line(&super::show::shell_words(self.command))
+        ));
+        let mut own = self.shared.is_none().then(crate::progress::Progress::start);
+        let reporter = self
+            .shared
+            .or(own.as_ref())
+            .and_then(|p| p.server(&args.name, &super::show::shell_words(self.command)));
+        let surface = client::read_surface_as(
+            &launch,
+            self.ask,
+            super::options(args.timeout_secs, reporter),
+        )
+        .await;
+        if let Some(p) = own.as_mut() {
+            p.finish();
+        }
+        surface.map_err(|f| {
+            let refused = match &f.error {
+                ClientError::EraRefused { era, .. } => Some(*era),
+                _ => None,
+            };
+            let err = super::server_error("cannot lock", &launch, f);
+            match refused {
+                Some(era) => err.hint(era_hint(&args.name, era, args.era.is_none())),
+                None => err,
+            }
+        })
+    }
+}
+
 fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
     let legacy: Vec<String> = surface
         .supported_versions

@@ -40,7 +40,9 @@ pub async fn run(
         );
     };
     // A pinned server runs from its install, which the sandbox must let it read.
-    let launch = super::launch_for(&args.name, entry, &path, false, crate::pin::Check::Full)?;
+    // `Full` leaves nothing pending.
+    let (launch, _checked) =
+        super::launch_for(&args.name, entry, &path, false, crate::pin::Check::Full)?;
     let spec = launch
         .sandbox
         .clone()

@@ -250,10 +250,15 @@ fn push_code(s: &mut String, e: &Entry) {
     }
     for p in &a.packages {
         s.push_str(&format!(
-            "    {} {}  {}\n",
+            "    {} {}  {}{}\n",
             sanitize_line(&p.name),
             sanitize_line(&p.version),
-            paint_stdout(style::DIM, sanitize_line(&p.hash))
+            paint_stdout(style::DIM, sanitize_line(&p.hash)),
+            if p.install_script {
+                "  (install script allowed)"
+            } else {
+                ""
+            }
         ));
     }
 }

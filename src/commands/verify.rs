@@ -101,7 +101,8 @@ pub async fn run(
             output::verbose(),
             crate::pin::Check::Full,
         ) {
-            Ok(launch) => launch,
+            // `Full` leaves nothing pending.
+            Ok((launch, _checked)) => launch,
             Err(e) => {
                 tasks.push(tokio::spawn(async move { Outcome::Failed(e) }));
                 continue;

@@ -280,6 +280,10 @@ pub struct ArtifactPackage {
     /// npm only: the CPUs it is for (empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu: Vec<String>,
+    /// npm only: it has an install script, and the person allowed it to run when the install
+    /// is made (`lock --allow-install-scripts NAME`). Any other package with one is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub install_script: bool,
 }
 
 impl ArtifactPackage {

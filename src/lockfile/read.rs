@@ -488,10 +488,11 @@ fn validate_artifacts<I>(name: &str, entry: &Entry<I>, problems: &mut Vec<String
             || !p.optional_peers.is_empty()
             || p.optional
             || !p.os.is_empty()
-            || !p.cpu.is_empty();
+            || !p.cpu.is_empty()
+            || p.install_script;
         if npm_only && !npm {
             problems.push(format!(
-                "{here}: `path`, dependencies, `optional`, `os` and `cpu` are for `npm` closures only"
+                "{here}: `path`, dependencies, `optional`, `os`, `cpu` and `installScript` are for `npm` closures only"
             ));
         }
         if let Some(path) = &p.path

@@ -26,14 +26,35 @@ const STAMP: &str = ".mcpsum-stamp";
 /// How much of an existing install to check before a start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
-    /// That it was finished for these artifacts (the proxy: no re-hash at every start).
-    Quick,
-    /// Every file against what was installed (`verify`, `sandbox test`, `lock`).
+    /// That it was finished for these artifacts now; that no file changed since it was made is
+    /// left to the returned [`Pending`], which the caller runs before the server starts (the
+    /// proxy: it answers `initialize` from the lock meanwhile).
+    Deferred,
+    /// Every file against what was installed, now (`verify`, `sandbox test`, `lock`).
     Full,
 }
 
+/// The change check of an install that [`Check::Deferred`] left to do: run it (off the async
+/// runtime: it stats every file) and start the server only when it says `Ok`.
+#[must_use = "the server must not start before the install is checked"]
+#[derive(Debug)]
+pub struct Pending {
+    name: String,
+    dir: PathBuf,
+    artifacts: Artifacts,
+}
+
+impl Pending {
+    /// Whether the install is still what was made: every file's inode, size and change time
+    /// as recorded in the state directory when it was made (one `statx` per file, no hashing),
+    /// else every file re-hashed against the manifest the state directory vouches for.
+    pub fn run(self) -> Result<()> {
+        check_install(&self.name, &self.dir, &self.artifacts, Check::Deferred)
+    }
+}
+
 /// What a pinned server is started from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Pinned {
     /// The argv that runs the server from the install.
     pub argv: Vec<String>,
@@ -41,6 +62,8 @@ pub struct Pinned {
     pub read: Vec<String>,
     /// The install folder.
     pub dir: PathBuf,
+    /// What [`Check::Deferred`] left to check before the server starts.
+    pub pending: Option<Pending>,
 }
 
 /// `name` on mcpsum's `PATH`.
@@ -85,11 +108,13 @@ pub fn is_installed(artifacts: &Artifacts) -> bool {
 }
 
 /// Resolves the closure of `command` for `lock`: `None` when it is not a package runner (its
-/// code is not pinned). `previous` is the entry's closure before this lock.
+/// code is not pinned). `previous` is the entry's closure before this lock; `allow_scripts`
+/// the npm packages whose install scripts may run (those `previous` allowed stay allowed).
 pub fn resolve(
     name: &str,
     command: &[String],
     previous: Option<&Artifacts>,
+    allow_scripts: &[String],
 ) -> Result<Option<Artifacts>> {
     match runner::parse(command) {
         None => Ok(None),
@@ -98,12 +123,38 @@ pub fn resolve(
         ))
         .cause(e)
         .hint("write the command as `uvx [--python V] PACKAGE==VERSION ARGS...` (or `uvx --from PACKAGE==VERSION SCRIPT ARGS...`), or `npx -y PACKAGE@VERSION ARGS...`")),
+        Some(Ok(Runner::Uv(_))) if !allow_scripts.is_empty() => Err(Error::new(format!(
+            "cannot pin the code of server `{name}`"
+        ))
+        .cause("`--allow-install-scripts` is for `npx` servers: a `uvx` closure holds built wheels only, which have no install scripts")
+        .hint("drop `--allow-install-scripts`")),
         Some(Ok(Runner::Uv(run))) => uv::resolve(&run, previous)
             .map(Some)
             .map_err(|e| pin_error(name, e)),
-        Some(Ok(Runner::Npm(run))) => npm::resolve(&run)
-            .map(Some)
-            .map_err(|e| pin_error(name, e)),
+        Some(Ok(Runner::Npm(run))) => {
+            let mut allowed = allow_scripts.to_vec();
+            allowed.extend(
+                previous
+                    .iter()
+                    .flat_map(|a| &a.packages)
+                    .filter(|p| p.install_script)
+                    .map(|p| p.name.clone()),
+            );
+            let artifacts = npm::resolve(&run, &allowed).map_err(|e| pin_error(name, e))?;
+            for pkg in allow_scripts {
+                if !artifacts
+                    .packages
+                    .iter()
+                    .any(|p| p.install_script && p.name == *pkg)
+                {
+                    crate::output::warn(&format!(
+                        "server `{name}`: `--allow-install-scripts {}` allows nothing: no package of its closure by that name has an install script",
+                        crate::output::sanitize_line(pkg)
+                    ));
+                }
+            }
+            Ok(Some(artifacts))
+        }
     }
 }
 
@@ -145,7 +196,19 @@ pub fn prepare(
             .hint(format!("re-lock it: `mcpsum lock --name {name}`")));
         }
     };
-    let dir = ensure(name, &run, artifacts, check)?;
+    let (dir, made) = ensure(name, &run, artifacts)?;
+    let pending = match check {
+        _ if made => None,
+        Check::Full => {
+            check_install(name, &dir, artifacts, Check::Full)?;
+            None
+        }
+        Check::Deferred => Some(Pending {
+            name: name.to_owned(),
+            dir: dir.clone(),
+            artifacts: artifacts.clone(),
+        }),
+    };
     let mut read = vec![dir.display().to_string()];
     let argv = match &run {
         Runner::Uv(run) => {
@@ -177,7 +240,12 @@ pub fn prepare(
             argv
         }
     };
-    Ok(Pinned { argv, read, dir })
+    Ok(Pinned {
+        argv,
+        read,
+        dir,
+        pending,
+    })
 }
 
 fn installer_of(run: &Runner) -> Installer {
@@ -202,11 +270,12 @@ fn venv_home(dir: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The install of `artifacts`, made when missing (or unfinished), checked as `check` says.
-fn ensure(name: &str, run: &Runner, artifacts: &Artifacts, check: Check) -> Result<PathBuf> {
+/// The install of `artifacts`, made when missing (or unfinished); `true` when made now (and
+/// so verified already).
+fn ensure(name: &str, run: &Runner, artifacts: &Artifacts) -> Result<(PathBuf, bool)> {
     let dir = install_dir(artifacts)?;
     let digest = artifacts.digest().to_string();
-    if let Some((stamped, fingerprint)) = read_stamp(&dir) {
+    if let Some((stamped, _)) = read_stamp(&dir) {
         if stamped != digest {
             return Err(Error::new(format!(
                 "the install of server `{name}` at `{}` is not the one its lockfile pins",
@@ -214,23 +283,88 @@ fn ensure(name: &str, run: &Runner, artifacts: &Artifacts, check: Check) -> Resu
             ))
             .hint(remove_hint(&dir)));
         }
-        // Any write to a file changes its change time (so does the `chmod` it takes first):
-        // a fingerprint that differs means the files are hashed again.
-        let unchanged = check == Check::Quick && fingerprint_of(&dir).ok() == Some(fingerprint);
-        if !unchanged {
-            let manifest = read_manifest(&dir).ok_or_else(|| {
-                Error::new(format!(
-                    "the pinned install of server `{name}` at `{}` has lost its manifest",
-                    dir.display()
-                ))
-                .hint(remove_hint(&dir))
-            })?;
-            verify_files(name, &dir, &manifest, artifacts)?;
-        }
-        return Ok(dir);
+        return Ok((dir, false));
     }
     make(name, run, artifacts, &dir)?;
-    Ok(dir)
+    Ok((dir, true))
+}
+
+/// Where the state directory vouches for an install: the digest of its manifest and the
+/// fingerprint of its files when it was made (or last verified). The cache may be writable by
+/// more than mcpsum (a sandboxed server whose `write` rules cover `~/.cache`), so a stamp and
+/// manifest inside the install prove nothing alone; the state directory is never writable to a
+/// sandboxed server (it is protected from every write rule).
+fn anchor_path(dir: &Path) -> Result<PathBuf> {
+    let leaf = dir.file_name().unwrap_or_default();
+    Ok(crate::paths::state_dir()?.join("installs").join(leaf))
+}
+
+fn read_anchor(dir: &Path) -> Option<(String, String)> {
+    let text = fs_err::read_to_string(anchor_path(dir).ok()?).ok()?;
+    let mut lines = text.lines();
+    Some((lines.next()?.to_owned(), lines.next()?.to_owned()))
+}
+
+/// Records what the install is now (best effort: without it, the next start re-hashes).
+fn write_anchor(dir: &Path, manifest_digest: &str, fingerprint: &str) {
+    let Ok(path) = anchor_path(dir) else { return };
+    let parent = crate::fsutil::parent_dir(&path);
+    if crate::paths::ensure_state_dir().is_err() || fs_err::create_dir_all(&parent).is_err() {
+        return;
+    }
+    let tmp = path.with_extension("tmp");
+    if fs_err::write(&tmp, format!("{manifest_digest}\n{fingerprint}\n")).is_ok() {
+        let _ = fs_err::rename(&tmp, &path);
+    }
+}
+
+/// Checks that the install of `artifacts` at `dir` is what was made. `Deferred`: when the
+/// files' fingerprint is the one the state directory recorded, nothing was written since
+/// (any write to a file, and the `chmod` it takes first, changes its change time, which no
+/// user can set back; a replaced file or folder has another inode). Otherwise, and always for
+/// `Full`: every file re-hashed against the manifest, which must be the one the state directory
+/// recorded (a manifest rewritten to match changed files is refused); when the state directory
+/// has no record (another `MCPSUM_STATE_DIR`), the manifest is trusted and recorded.
+fn check_install(name: &str, dir: &Path, artifacts: &Artifacts, check: Check) -> Result<()> {
+    let cannot_read = |e: std::io::Error| {
+        Error::new(format!("cannot read the install `{}`", dir.display())).cause(e)
+    };
+    let anchor = read_anchor(dir);
+    let fingerprint = fingerprint_of(dir).map_err(cannot_read)?;
+    if check == Check::Deferred && anchor.as_ref().is_some_and(|(_, f)| *f == fingerprint) {
+        return Ok(());
+    }
+    let bytes = fs_err::read(dir.join(MANIFEST)).map_err(|_| lost_manifest(name, dir))?;
+    let manifest_digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    if let Some((recorded, _)) = &anchor
+        && *recorded != manifest_digest
+    {
+        return Err(Error::new(format!(
+            "the pinned install of server `{name}` was changed: its manifest `{}` is not the one written when it was made",
+            dir.join(MANIFEST).display()
+        ))
+        .details(vec![format!(
+            "recorded {recorded} in `{}`, found {manifest_digest}",
+            anchor_path(dir).map(|p| p.display().to_string()).unwrap_or_default()
+        )])
+        .hint(remove_hint(dir)));
+    }
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|_| lost_manifest(name, dir))?;
+    if manifest.artifacts != artifacts.digest().to_string() {
+        return Err(lost_manifest(name, dir));
+    }
+    verify_files(name, dir, &manifest, artifacts)?;
+    write_anchor(dir, &manifest_digest, &fingerprint);
+    Ok(())
+}
+
+fn lost_manifest(name: &str, dir: &Path) -> Error {
+    Error::new(format!(
+        "the pinned install of server `{name}` at `{}` has lost its manifest",
+        dir.display()
+    ))
+    .hint(remove_hint(dir))
 }
 
 /// Makes the install under an advisory lock (two starts at once make it once), verifies it
@@ -288,6 +422,7 @@ fn make(name: &str, run: &Runner, artifacts: &Artifacts, dir: &Path) -> Result<(
         files,
     };
     let bytes = serde_json::to_vec(&manifest).unwrap_or_default();
+    let manifest_digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     let cannot_write =
         |e: std::io::Error| Error::new(format!("cannot write into `{}`", dir.display())).cause(e);
     fs_err::write(dir.join(MANIFEST), bytes).map_err(cannot_write)?;
@@ -300,6 +435,8 @@ fn make(name: &str, run: &Runner, artifacts: &Artifacts, dir: &Path) -> Result<(
         .map_err(cannot_write)?;
     set_mode(&stamp, 0o444);
     set_mode(dir, 0o555);
+    // Changing the folder's mode changed its own change time, not its files'.
+    write_anchor(dir, &manifest_digest, &fingerprint);
     Ok(())
 }
 
@@ -365,11 +502,6 @@ fn fingerprint_of(dir: &Path) -> std::io::Result<String> {
 struct Manifest {
     artifacts: String,
     files: BTreeMap<String, String>,
-}
-
-fn read_manifest(dir: &Path) -> Option<Manifest> {
-    let bytes = fs_err::read(dir.join(MANIFEST)).ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// Every file under `dir` (but the manifest) by its path relative to `dir`: `sha256:<hex>` of
@@ -560,11 +692,17 @@ fn make_writable(dir: &Path) {
 /// The package changes between two closures, as a lockfile diff reads: `~ name old → new`,
 /// `+ name version`, `- name`.
 pub fn changes(old: Option<&Artifacts>, new: Option<&Artifacts>) -> Vec<String> {
-    let map = |a: Option<&Artifacts>| -> BTreeMap<String, (String, String)> {
+    type Pinned = (String, String, bool);
+    let map = |a: Option<&Artifacts>| -> BTreeMap<String, Pinned> {
         a.map(|a| {
             a.packages
                 .iter()
-                .map(|p| (p.name.clone(), (p.version.clone(), p.hash.clone())))
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        (p.version.clone(), p.hash.clone(), p.install_script),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -583,14 +721,24 @@ pub fn changes(old: Option<&Artifacts>, new: Option<&Artifacts>) -> Vec<String> 
     let names: std::collections::BTreeSet<&String> = old_map.keys().chain(new_map.keys()).collect();
     for name in names {
         match (old_map.get(name), new_map.get(name)) {
-            (Some((ov, oh)), Some((nv, nh))) if ov != nv || oh != nh => {
-                if ov == nv {
-                    out.push(format!("~ {name} {ov} (hash {oh} → {nh})"));
+            (Some((ov, oh, os)), Some((nv, nh, ns))) if ov != nv || oh != nh || os != ns => {
+                let note = match (os, ns) {
+                    (false, true) => " (install script allowed)",
+                    (true, false) => " (install script no longer allowed)",
+                    _ => "",
+                };
+                if ov != nv {
+                    out.push(format!("~ {name} {ov} → {nv}{note}"));
+                } else if oh != nh {
+                    out.push(format!("~ {name} {ov} (hash {oh} → {nh}){note}"));
                 } else {
-                    out.push(format!("~ {name} {ov} → {nv}"));
+                    out.push(format!("~ {name} {ov}{note}"));
                 }
             }
-            (None, Some((nv, _))) => out.push(format!("+ {name} {nv}")),
+            (None, Some((nv, _, ns))) => out.push(format!(
+                "+ {name} {nv}{}",
+                if *ns { " (install script allowed)" } else { "" }
+            )),
             (Some(_), None) => out.push(format!("- {name}")),
             _ => {}
         }
@@ -652,6 +800,16 @@ mod tests {
             ["~ python 3.11 → 3.12", "~ same 1 (hash c → x)"]
         );
         assert_eq!(changes(None, Some(&rehashed)), ["+ same 1"]);
+        let mut allowed = rehashed.clone();
+        allowed.packages[0].install_script = true;
+        assert_eq!(
+            changes(Some(&rehashed), Some(&allowed)),
+            ["~ same 1 (install script allowed)"]
+        );
+        assert_eq!(
+            changes(Some(&allowed), Some(&rehashed)),
+            ["~ same 1 (install script no longer allowed)"]
+        );
     }
 
     #[test]

@@ -119,8 +119,9 @@ fn string_list(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Resolves the closure of `run` as npm does for a project that depends on the package.
-pub fn resolve(run: &NpmRun) -> Result<Artifacts> {
+/// Resolves the closure of `run` as npm does for a project that depends on the package. A
+/// package with an install script is refused unless `allow_scripts` names it.
+pub fn resolve(run: &NpmRun, allow_scripts: &[String]) -> Result<Artifacts> {
     let (name, range) = split_spec(&run.spec).ok_or_else(|| {
         Error::new(format!(
             "`{}` is not a registry package that can be pinned",
@@ -158,6 +159,7 @@ pub fn resolve(run: &NpmRun) -> Result<Artifacts> {
         .ok_or_else(|| Error::new(what.clone()).cause("npm's lock has no `packages`"))?;
     let mut packages = Vec::new();
     let mut refused = Vec::new();
+    let mut scripts: Vec<String> = Vec::new();
     for (key, v) in entries {
         if key.is_empty() || v["dev"].as_bool() == Some(true) {
             continue;
@@ -170,10 +172,12 @@ pub fn resolve(run: &NpmRun) -> Result<Artifacts> {
             refused.push(format!("{here} at `{key}` is a link or an alias"));
             continue;
         }
-        if v["hasInstallScript"].as_bool() == Some(true) {
+        let install_script = v["hasInstallScript"].as_bool() == Some(true);
+        if install_script && !allow_scripts.contains(&pkg_name) {
             refused.push(format!(
-                "{here} runs an install script, which mcpsum never runs (`--ignore-scripts`)"
+                "{here} has an install script, which mcpsum runs only for a package the person allowed (`--allow-install-scripts {pkg_name}`)"
             ));
+            scripts.push(pkg_name.clone());
             continue;
         }
         let resolved = v["resolved"].as_str().unwrap_or_default();
@@ -207,15 +211,34 @@ pub fn resolve(run: &NpmRun) -> Result<Artifacts> {
             optional: v["optional"].as_bool() == Some(true),
             os: string_list(&v["os"]),
             cpu: string_list(&v["cpu"]),
+            install_script,
         });
     }
     if !refused.is_empty() {
+        let hint = if scripts.len() == refused.len() {
+            scripts.sort();
+            scripts.dedup();
+            format!(
+                "an install script runs unsandboxed, with your rights, when the install is made; if you trust {}, allow {}: `mcpsum lock {} -- COMMAND...` (add the server's `--name`), else pin a version without install scripts",
+                scripts
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if scripts.len() == 1 { "it" } else { "them" },
+                scripts
+                    .iter()
+                    .map(|s| format!("--allow-install-scripts {s}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        } else {
+            "pin a version whose dependencies are registry packages; a package with an install script needs `lock --allow-install-scripts PKG`".to_owned()
+        };
         return Err(Error::new(what)
             .cause("the closure holds packages that cannot be pinned")
             .details(refused)
-            .hint(
-                "pin a version whose dependencies are registry packages without install scripts",
-            ));
+            .hint(hint));
     }
     if !packages.iter().any(|p| p.name == name && p.path.is_none()) {
         return Err(Error::new(what).cause(format!("the resolution does not hold `{name}` itself")));
@@ -286,6 +309,9 @@ fn project_files(artifacts: &Artifacts, top: &str) -> Option<(Value, Value)> {
         if !p.cpu.is_empty() {
             e.insert("cpu".into(), json!(p.cpu));
         }
+        if p.install_script {
+            e.insert("hasInstallScript".into(), json!(true));
+        }
         packages.insert(p.npm_path(), Value::Object(e));
     }
     let lock = json!({"name": PROJECT, "version": "0.0.0", "lockfileVersion": 3,
@@ -316,6 +342,20 @@ pub fn install(run: &NpmRun, artifacts: &Artifacts, dir: &Path) -> Result<()> {
     write("package-lock.json", &lock)?;
     run_npm(&npm, &["ci", "--ignore-scripts", "--offline"], dir, &what)
         .or_else(|_| run_npm(&npm, &["ci", "--ignore-scripts"], dir, &what))?;
+    // Then the install scripts the person allowed, of those packages only.
+    let mut allowed: Vec<&str> = artifacts
+        .packages
+        .iter()
+        .filter(|p| p.install_script)
+        .map(|p| p.name.as_str())
+        .collect();
+    allowed.dedup();
+    if !allowed.is_empty() {
+        let mut args = vec!["rebuild", "--ignore-scripts=false", "--foreground-scripts"];
+        args.extend(&allowed);
+        run_npm(&npm, &args, dir, &what)
+            .map_err(|e| e.hint("an allowed install script failed; see its output above"))?;
+    }
     // Every package where the lock put it, at its version.
     let mut problems = Vec::new();
     for p in &artifacts.packages {

@@ -123,9 +123,11 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     let audit = AuditLog::open(&state_dir, &session.id, &opts.name)?;
     crate::proxy_start::warn_unset_env(&audit, &opts.name, &entry.env_passthrough);
 
-    let launch =
-        crate::launch::launch_for(&opts.name, &entry, &path, true, crate::pin::Check::Quick)?
-            .learning(opts.learn, &state_dir)?;
+    // A pinned install is found (made, if missing) now; the check that none of its files
+    // changed runs after the handshake is answered, and the server starts only once it passed.
+    let (launch, pin_check) =
+        crate::launch::launch_for(&opts.name, &entry, &path, true, crate::pin::Check::Deferred)?;
+    let launch = launch.learning(opts.learn, &state_dir)?;
     let started = Instant::now();
     let copts = Options {
         timeout: opts.timeout,
@@ -191,21 +193,40 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     io.write_now();
     core.taint.open_store(&state_dir, &session, &opts.name)?;
 
+    // The pinned install's change check, on a thread of its own (it stats every file): the
+    // server is not started until it passed, and one that failed is the start's failure.
+    let mut checking = pin_check.map(|c| tokio::task::spawn_blocking(move || c.run()));
+    let mut copts = Some(copts);
     // Boxed, so that dropping it ends the server at once.
-    let mut starting = Box::pin(start_server(&launch, locked_era, copts));
+    let mut starting = None;
     // A client that closed its stdin after requests (a one-shot client, a shell pipe) still gets
-    // their answers; one that asked nothing but the handshake needs no server.
+    // their answers; one that asked nothing but the handshake needs no server (but hears of an
+    // install that was changed).
     let mut client_gone = early.iter().any(|i| matches!(i, Input::Eof));
     let outcome = loop {
-        if client_gone && !early.iter().any(Input::asks) {
+        if client_gone && !early.iter().any(Input::asks) && checking.is_none() {
             break Err("client closed stdin while the server started");
+        }
+        if checking.is_none()
+            && let Some(copts) = copts.take()
+        {
+            starting = Some(Box::pin(start_server(&launch, locked_era, copts)));
         }
         io.apply(&mut core);
         io.write_now();
         let busy = io.to_client.busy();
         let room = io.has_room();
         tokio::select! {
-            r = &mut starting => break Ok(r),
+            checked = some_or_never(checking.as_mut()), if checking.is_some() => {
+                checking = None;
+                let checked = checked.unwrap_or_else(|e| {
+                    Err(Error::new(format!("cannot check the pinned install of server `{}`", opts.name)).cause(e))
+                });
+                if let Err(error) = checked {
+                    break Ok(Err(StartFailure { error, version_drop: false }));
+                }
+            }
+            r = some_or_never(starting.as_mut()), if starting.is_some() => break Ok(r),
             frame = client_in.next_frame(), if !client_gone && early.len() < EARLY_MAX && room => match frame {
                 Ok(Some(Frame::Line(line))) if is_handshake(&line) => core.on_client_line(line),
                 Ok(None) | Err(_) => {
@@ -582,6 +603,15 @@ struct StartFailure {
 }
 
 /// Starts the server in its locked era and reads its live surface.
+/// What `f` gives, or never anything when there is none (a `select!` branch that its condition
+/// keeps off then).
+async fn some_or_never<F: std::future::Future + Unpin>(f: Option<&mut F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn start_server(
     launch: &crate::mcp::process::Launch,
     era: Era,

@@ -496,6 +496,137 @@ fn changed_file_in_the_install_is_refused_naming_the_package() {
     p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
 }
 
+/// Appends `code` to `file` in a read-only install, as a writer of the cache could.
+fn append_to(file: &Path, code: &str) {
+    Command::new("chmod").arg("u+w").arg(file).status().unwrap();
+    let mut text = std::fs::read_to_string(file).unwrap();
+    text.push_str(code);
+    std::fs::write(file, text).unwrap();
+}
+
+/// Runs `mcpsum proxy --name time` with `lines` on its stdin, then closes it: the answers by
+/// id, and the run.
+fn proxy_session(p: &Pin, lines: &[Value]) -> (BTreeMap<i64, Value>, Run) {
+    use std::io::Write;
+    let mut child = p
+        .cmd()
+        .args(["proxy", "--name", "time"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    let r = Run::from_output(child.wait_with_output().unwrap());
+    let answers = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| Some((v["id"].as_i64()?, v)))
+        .collect();
+    (answers, r)
+}
+
+fn handshake_and_list() -> Vec<Value> {
+    vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
+}
+
+#[test]
+fn proxy_answers_the_handshake_from_the_lock_and_never_runs_a_changed_install() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    r.code(0);
+    assert!(answers[&2]["result"]["tools"].is_array(), "{r:#?}");
+
+    // Code that would leave a mark the moment the server's module is imported.
+    let mark = p.w.path().join("the-changed-code-ran");
+    let server_py = find_file(&p.install(), "mcp_server_time/server.py");
+    append_to(
+        &server_py,
+        &format!(
+            "\nopen({:?}, 'w').write('ran')\n",
+            mark.display().to_string()
+        ),
+    );
+    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    assert_ne!(r.code, 0, "{r:#?}");
+    // The handshake is answered from the lock while the install is checked ...
+    assert!(answers[&1]["result"]["serverInfo"].is_object(), "{r:#?}");
+    // ... and nothing else is: the request gets the refusal naming the package, and the
+    // changed code never ran.
+    let refusal = answers[&2]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        refusal.contains("the pinned install of server `time` was changed")
+            && refusal.contains("`mcp-server-time 2026.10.19`"),
+        "{r:#?}"
+    );
+    printed(&r, &["mcp_server_time/server.py"]);
+    assert!(!mark.exists(), "the changed server code ran");
+}
+
+#[test]
+fn a_manifest_rewritten_to_match_changed_files_is_refused() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let dir = p.install();
+    let server_py = find_file(&dir, "mcp_server_time/server.py");
+    append_to(&server_py, "\nimport os  # changed after the install\n");
+    // The writer of the cache also rewrites the install's own record of its files.
+    let manifest_path = dir.join(".mcpsum-install.json");
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let rel = server_py
+        .strip_prefix(&dir)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = Command::new("sha256sum").arg(&server_py).output().unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap();
+    let hex = hex.split_whitespace().next().unwrap();
+    assert!(
+        manifest["files"][&rel].is_string(),
+        "{rel} not in the manifest"
+    );
+    manifest["files"][&rel] = json!(format!("sha256:{hex}"));
+    Command::new("chmod")
+        .arg("u+w")
+        .arg(&manifest_path)
+        .status()
+        .unwrap();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
+        let r = Run::from_output(
+            p.cmd()
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(
+            &r,
+            &[
+                "the pinned install of server `time` was changed: its manifest",
+                "is not the one written when it was made",
+            ],
+        );
+    }
+    remove_tree(&dir);
+    p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+}
+
 #[test]
 fn changed_hash_in_the_lock_is_refused_naming_the_package() {
     let Some(p) = Pin::new() else { return };
@@ -817,4 +948,267 @@ fn which_node() -> Option<PathBuf> {
     std::env::split_paths(&support::child_path())
         .map(|d| d.join("node"))
         .find(|p| p.is_file())
+}
+
+/// The package with an install script that the local registry serves: its server offers the
+/// tool `built` once its install script ran, `unbuilt` before.
+const SCRIPTED: &str = "mcpsum-script-fixture";
+
+const SCRIPTED_SERVER: &str = r#"#!/usr/bin/env node
+const fs = require("fs");
+const path = require("path");
+const built = fs.existsSync(path.join(__dirname, "built.txt"));
+const tool = built ? "built" : "unbuilt";
+let buf = "";
+process.stdin.on("data", (d) => {
+  buf += d;
+  let i;
+  while ((i = buf.indexOf("\n")) >= 0) {
+    const line = buf.slice(0, i);
+    buf = buf.slice(i + 1);
+    if (!line.trim()) continue;
+    const m = JSON.parse(line);
+    if (m.id === undefined) continue;
+    let result;
+    if (m.method === "initialize") {
+      result = { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} },
+                 serverInfo: { name: "script-fixture", version: "1.0.0" } };
+    } else if (m.method === "tools/list") {
+      result = { tools: [{ name: tool, description: "whether the install script ran",
+                           inputSchema: { type: "object" } }] };
+    } else if (m.method === "ping") {
+      result = {};
+    }
+    const out = result === undefined
+      ? { jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "no such method" } }
+      : { jsonrpc: "2.0", id: m.id, result };
+    process.stdout.write(JSON.stringify(out) + "\n");
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+"#;
+
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A registry on loopback serving [`SCRIPTED`] 1.0.0 (packument and tarball), for as long as
+/// the test runs: its URL.
+fn scripted_registry(dir: &Path) -> String {
+    use sha2::Digest as _;
+    use std::io::{Read, Write};
+    let pkg = dir.join("package");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let manifest = json!({
+        "name": SCRIPTED, "version": "1.0.0",
+        "bin": {SCRIPTED: "server.js"},
+        "scripts": {"install": "node install.js"},
+    });
+    std::fs::write(pkg.join("package.json"), manifest.to_string()).unwrap();
+    std::fs::write(pkg.join("server.js"), SCRIPTED_SERVER).unwrap();
+    std::fs::write(
+        pkg.join("install.js"),
+        "require('fs').writeFileSync(require('path').join(__dirname, 'built.txt'), 'built by the install script\\n');\n",
+    )
+    .unwrap();
+    let tgz = dir.join("pkg.tgz");
+    assert!(
+        Command::new("tar")
+            .arg("czf")
+            .arg(&tgz)
+            .arg("-C")
+            .arg(dir)
+            .arg("package")
+            .status()
+            .unwrap()
+            .success()
+    );
+    let tarball = std::fs::read(&tgz).unwrap();
+    let integrity = format!("sha512-{}", base64(&sha2::Sha512::digest(&tarball)));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let mut version = manifest.clone();
+    version["hasInstallScript"] = json!(true);
+    version["dist"] = json!({
+        "tarball": format!("{url}{SCRIPTED}/-/{SCRIPTED}-1.0.0.tgz"),
+        "integrity": integrity,
+    });
+    let packument = json!({
+        "name": SCRIPTED, "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": version},
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (packument, tarball) = (packument.clone(), tarball.clone());
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&req)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let target = line.split(' ').nth(1).unwrap_or("");
+                let (status, kind, body) = if target == format!("/{SCRIPTED}") {
+                    ("200 OK", "application/json", packument.into_bytes())
+                } else if target.ends_with(".tgz") {
+                    ("200 OK", "application/octet-stream", tarball)
+                } else {
+                    ("404 Not Found", "application/json", b"{}".to_vec())
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn an_npm_install_script_runs_only_when_allowed_and_the_lock_records_it() {
+    let Some(p) = Pin::new() else { return };
+    if which_node().is_none() {
+        assert!(!support::real_servers_required(), "no `node` on PATH");
+        return eprintln!("skipping: no `node` on PATH");
+    }
+    let registry = scripted_registry(&p.w.path().join("registry"));
+    let run = |extra: &[&str], command: bool| {
+        let mut args = vec!["lock", "--name", "scripted", "--era", "legacy"];
+        args.extend(extra);
+        let spec = format!("{SCRIPTED}@1.0.0");
+        if command {
+            args.extend(["--", "npx", "-y", &spec]);
+        }
+        Run::from_output(
+            p.cmd()
+                .args(&args)
+                .env("npm_config_registry", &registry)
+                .output()
+                .unwrap(),
+        )
+    };
+    // Refused without the opt-in, saying how to give it.
+    let r = run(&[], true);
+    assert_ne!(r.code, 0, "{r:#?}");
+    printed(
+        &r,
+        &[
+            &format!("`{SCRIPTED} 1.0.0` has an install script"),
+            &format!("--allow-install-scripts {SCRIPTED}"),
+        ],
+    );
+    assert!(
+        !p.w.path().join("mcp.lock").exists() || p.w.lock_json()["servers"]["scripted"].is_null()
+    );
+
+    // Allowed: recorded in the entry, the script ran when the install was made. A name that
+    // allows nothing is said to.
+    run(
+        &[
+            "--allow-install-scripts",
+            SCRIPTED,
+            "--allow-install-scripts",
+            "no-such-package",
+        ],
+        true,
+    )
+    .code(0)
+    .stderr_has(&["`--allow-install-scripts no-such-package` allows nothing"]);
+    let lock = p.w.lock_json();
+    let e = &lock["servers"]["scripted"];
+    let pkg = &e["artifacts"]["packages"][0];
+    assert_eq!(pkg["name"], SCRIPTED);
+    assert_eq!(pkg["installScript"], true, "{e}");
+    assert!(
+        e["tools"]["built"].is_object() || e.to_string().contains("\"built\""),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("unbuilt"), "{e}");
+    let installs = p.cache().join("mcpsum/installs");
+    let dir = std::fs::read_dir(&installs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    assert!(
+        dir.join("node_modules")
+            .join(SCRIPTED)
+            .join("built.txt")
+            .is_file()
+    );
+    p.run(&["show", "--name", "scripted"])
+        .code(0)
+        .stdout_has(&[&format!("{SCRIPTED} 1.0.0"), "(install script allowed)"]);
+
+    // A re-lock keeps the opt-in: the same bytes.
+    let before = p.w.lock_bytes();
+    run(&[], false).code(0);
+    assert_eq!(p.w.lock_bytes(), before);
+    Run::from_output(
+        p.cmd()
+            .args(["verify"])
+            .env("npm_config_registry", &registry)
+            .output()
+            .unwrap(),
+    )
+    .code(0);
+}
+
+#[test]
+fn a_relock_whose_resolution_differs_from_the_installed_closure_starts_the_new_one() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let before = p.w.lock_bytes();
+    // A previous closure without `pydantic`, installed: a server started from it dies at import.
+    let mut edited = p.w.lock_json();
+    rewrite_artifacts(&mut edited, "time", |a| {
+        a["packages"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "pydantic");
+    });
+    p.w.write_lock(serde_json::to_vec_pretty(&edited).unwrap());
+    let r = p.run(&["verify"]);
+    assert_ne!(r.code, 0, "{r:#?}");
+    let installs = p.cache().join("mcpsum/installs");
+    let made = std::fs::read_dir(&installs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .count();
+    assert_eq!(made, 2, "the edited closure was installed");
+    // The re-lock starts that install while it resolves, then the resolved one: it locks.
+    p.run(&["lock", "--name", "time"])
+        .code(0)
+        .stderr_has(&["+ pydantic ", "surface unchanged since the previous lock"]);
+    assert_eq!(p.w.lock_bytes(), before);
 }

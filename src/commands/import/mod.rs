@@ -139,6 +139,7 @@ pub async fn run(
                             sandbox: None,
                             timeout_secs: args.timeout_secs,
                             era: None,
+                            allow_install_scripts: Vec::new(),
                             command: job.argv.clone(),
                         },
                     )
