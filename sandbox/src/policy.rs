@@ -315,10 +315,10 @@ pub(crate) fn canonical_or_lexical(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut cur = path.to_path_buf();
     loop {
-        // A path without an entry (`lstat` says not found, or not a directory on the way) cannot
-        // be canonical either: one call instead of a `realpath` that fails after a `readlink`
-        // per component, for every ancestor in turn (the credential paths of every home).
-        if !has_no_entry(&cur)
+        // The path itself is tried as it is (it mostly exists). An ancestor without an entry
+        // (`lstat` says not found, or not a directory on the way) cannot be canonical either:
+        // one call instead of a `realpath` that fails after a `readlink` per component.
+        if (rest.is_empty() || !has_no_entry(&cur))
             && let Ok(c) = fs_err::canonicalize(&cur)
         {
             let mut out = c;
