@@ -411,6 +411,7 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
     // Copies of the write set, taken while it is still writable: attached again below, they
     // keep their write access (and their own submounts) on top of the read-only tree.
     let mut binds = Vec::new();
+    let guarded = crate::plan::guarded_identities(&spec.protected);
     for (path, required) in &spec.write {
         let target = match open(
             path,
@@ -428,7 +429,7 @@ fn read_only_view(spec: &LauncherSpec) -> Result<(), Fail> {
             }
         };
         recheck_opened(target.as_fd(), path, Some(&spec.protected))?;
-        recheck_identity(target.as_fd(), path, &spec.protected)?;
+        recheck_identity(target.as_fd(), path, &guarded)?;
         let tree = crate::sys::clone_tree(target.as_fd()).map_err(|e| {
             fail(
                 layer,
@@ -579,6 +580,8 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
         .map_err(|e| lfail(&e))?;
     let mut created = ruleset.create().map_err(|e| lfail(&e))?;
 
+    // The identities of `/` and the homes, taken once for every rule below.
+    let guarded = crate::plan::guarded_identities(&spec.protected);
     let read = AccessFs::from_read(newest);
     let all = AccessFs::from_all(newest);
     let file_mask = AccessFs::from_file(newest);
@@ -599,10 +602,7 @@ fn apply_landlock(spec: &LauncherSpec, bridge_port: Option<u16>) -> Result<(), F
             }
         };
         recheck_opened(fd.as_fd(), path, check.then_some(spec.protected.as_slice()))?;
-        recheck_identity(fd.as_fd(), path, &spec.protected)?;
-        let is_dir = nix::sys::stat::fstat(fd.as_fd())
-            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .unwrap_or(true);
+        let is_dir = recheck_identity(fd.as_fd(), path, &guarded)? == libc::S_IFDIR;
         let access = if is_dir { access } else { access & file_mask };
         (&mut created)
             .add_rule(PathBeneath::new(fd, access))
@@ -685,11 +685,13 @@ fn recheck_opened(
 /// Design 4.1, by identity: the opened descriptor (`fstat`) is not `/`, a protected home or an
 /// ancestor of one under another path (a bind mount made after planning, or one the plan's own
 /// check raced with). Every rule, read or write, devices too.
+/// `guarded` is [`crate::plan::guarded_identities`], taken once before the rules are opened.
+/// Returns the descriptor's file type bits (`S_IFMT` of `st_mode`).
 fn recheck_identity(
     fd: BorrowedFd<'_>,
     path: &Path,
-    protected: &[(String, PathBuf)],
-) -> Result<(), Fail> {
+    guarded: &[crate::plan::Guarded],
+) -> Result<libc::mode_t, Fail> {
     let st = nix::sys::stat::fstat(fd).map_err(|e| {
         fail(
             "landlock",
@@ -698,11 +700,7 @@ fn recheck_identity(
         )
     })?;
     let id = (st.st_dev, st.st_ino);
-    let guarded = crate::plan::guarded_identities(protected);
-    if let Some((what, real)) = guarded
-        .iter()
-        .find(|(_, g)| g != path && crate::plan::identity(g) == Some(id))
-    {
+    if let Some((what, real)) = crate::plan::disguised(path, id, guarded) {
         return Err(fail(
             "policy",
             format!(
@@ -713,7 +711,7 @@ fn recheck_identity(
             "remove the bind mount or list the folder the server needs itself, then start the server again",
         ));
     }
-    Ok(())
+    Ok(st.st_mode & libc::S_IFMT)
 }
 
 #[cfg(test)]
@@ -876,7 +874,8 @@ mod tests {
             let _ = fs_err::remove_file(&alias);
             std::os::unix::fs::symlink(target, &alias).unwrap();
             let fd = PathFd::new(&alias).unwrap();
-            let e = recheck_identity(fd.as_fd(), &alias, &protected).unwrap_err();
+            let guarded = crate::plan::guarded_identities(&protected);
+            let e = recheck_identity(fd.as_fd(), &alias, &guarded).unwrap_err();
             assert!(
                 e.to_string().contains(&format!(
                     "`{}` is {what} (`{}`) mounted elsewhere",
@@ -889,7 +888,8 @@ mod tests {
         // The home by its own path, and a folder inside it, are what they say.
         for ok in [home.clone(), home.join("data")] {
             let fd = PathFd::new(&ok).unwrap();
-            recheck_identity(fd.as_fd(), &ok, &protected).unwrap();
+            let guarded = crate::plan::guarded_identities(&protected);
+            recheck_identity(fd.as_fd(), &ok, &guarded).unwrap();
         }
     }
 

@@ -417,10 +417,29 @@ pub fn passwd_homes(passwd: &str) -> Vec<PathBuf> {
 /// it is a link, also where it leads (a `~/.ssh` kept in a dotfiles repository).
 pub fn credential_paths(home: &Path) -> Vec<PathBuf> {
     let home = crate::policy::canonical_or_lexical(home);
+    // Most of the list is absent: when the first name below the (real) home has no entry, the
+    // path is its own real form. One listing of the home says which names are there; where it
+    // cannot be listed, one `lstat` per path.
+    let names: Option<std::collections::HashSet<OsString>> = fs_err::read_dir(&home)
+        .ok()
+        .map(|d| {
+            d.map(|e| e.map(|e| e.file_name()))
+                .collect::<Result<_, _>>()
+        })
+        .and_then(Result::ok);
     let mut out = Vec::new();
     for rel in CREDENTIAL_PATHS {
         let p = home.join(rel);
-        let real = crate::policy::canonical_or_lexical(&p);
+        let first = rel.split('/').next().unwrap_or(rel);
+        let absent = match &names {
+            Some(names) => !names.contains(OsStr::new(first)),
+            None => crate::policy::has_no_entry(&home.join(first)),
+        };
+        let real = if absent {
+            p.clone()
+        } else {
+            crate::policy::canonical_or_lexical(&p)
+        };
         if real != p {
             out.push(real);
         }
@@ -666,7 +685,7 @@ pub fn plan_with_view(
             rule.path = PolicyPath::Host(crate::policy::canonical_or_lexical(p));
         }
     }
-    check_read_set(&read, protected)?;
+    check_read_set_avoiding(&read, protected, &avoid)?;
 
     Ok(SandboxPlan {
         server: req.server.clone(),
@@ -778,8 +797,22 @@ pub fn check_read_set(
     read: &[FsRule],
     protected: &[(String, PathBuf)],
 ) -> Result<(), SandboxError> {
+    check_read_set_avoiding(read, protected, &avoided_paths(protected))
+}
+
+/// [`check_read_set`] with the avoided paths of `protected` ([`avoided_paths`]) already found
+/// (the plan found them for the prefixes a moment before).
+fn check_read_set_avoiding(
+    read: &[FsRule],
+    protected: &[(String, PathBuf)],
+    avoid: &[(String, PathBuf)],
+) -> Result<(), SandboxError> {
     let homes = homes_of(protected);
-    let avoid = avoided_paths(protected);
+    // Each guarded folder's identity, taken once for every rule.
+    let guarded = guarded_identities(protected);
+    // Hundreds of avoided paths (every home's credential paths) against each derived rule:
+    // compared as bytes of their normal forms, which answers as `Path::starts_with` does.
+    let avoid_normal: Vec<PathBuf> = avoid.iter().map(|(_, a)| normal_form(a)).collect();
     for rule in read {
         let PolicyPath::Host(p) = &rule.path else {
             continue;
@@ -792,7 +825,7 @@ pub fn check_read_set(
             .find(|h| h.starts_with(p) && (derived || **h != p))
         {
             Some((crate::policy::HOME_DIRECTORY.to_string(), h.to_path_buf()))
-        } else if let Some((what, real)) = folder_in_disguise(p, protected) {
+        } else if let Some((what, real)) = folder_in_disguise(p, &guarded) {
             return Err(SandboxError::layer(
                 "read set",
                 format!(
@@ -804,9 +837,11 @@ pub fn check_read_set(
                 "list the folder the server needs itself, not a bind mount of a wider one",
             ));
         } else if derived {
+            let p = normal_form(p);
             avoid
                 .iter()
-                .filter(|(what, _)| {
+                .zip(&avoid_normal)
+                .filter(|((what, _), _)| {
                     // The binary is code, not a secret (the base holds it when installed in
                     // `/usr`); the base is fixed and documented: only its secrets matter there.
                     what != crate::policy::BINARY
@@ -815,8 +850,8 @@ pub fn check_read_set(
                                 && what != "the directory of `mcp.lock`"
                                 && what != USER_HOME))
                 })
-                .find(|(_, a)| a.starts_with(p))
-                .cloned()
+                .find(|(_, a)| starts_with_normal(a, &p))
+                .map(|(hit, _)| hit.clone())
         } else {
             None
         };
@@ -839,9 +874,44 @@ pub fn check_read_set(
     Ok(())
 }
 
+/// A path as its components joined again (no repeated or trailing `/`, no `.` inside): what
+/// [`starts_with_normal`] compares.
+fn normal_form(p: &Path) -> PathBuf {
+    p.components().collect()
+}
+
+/// `path.starts_with(base)` ([`Path::starts_with`], by whole components) for two paths in
+/// [`normal_form`], by their bytes: `base` is empty, the root, `path` itself or `path` up to one
+/// of its `/`.
+fn starts_with_normal(path: &Path, base: &Path) -> bool {
+    let (a, b) = (
+        path.as_os_str().as_encoded_bytes(),
+        base.as_os_str().as_encoded_bytes(),
+    );
+    b.is_empty()
+        || (a.starts_with(b)
+            && (a.len() == b.len() || b.ends_with(b"/") || a.get(b.len()) == Some(&b'/')))
+}
+
+/// A folder no read rule may be under another name: what it is, its path and its identity now
+/// (`None`: it cannot be found, so nothing is it).
+pub(crate) type Guarded = (String, PathBuf, Option<(u64, u64)>);
+
 /// The folders no read rule may be under another name (a bind mount): `/`, each protected
-/// home and each ancestor of one, with what each is. Compared by `(st_dev, st_ino)`.
-pub(crate) fn guarded_identities(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
+/// home and each ancestor of one, with what each is and its `(st_dev, st_ino)` taken now.
+/// Take them once per check of a whole set of rules, right before it.
+pub(crate) fn guarded_identities(protected: &[(String, PathBuf)]) -> Vec<Guarded> {
+    guarded_folders(protected)
+        .into_iter()
+        .map(|(what, p)| {
+            let id = identity(&p);
+            (what, p, id)
+        })
+        .collect()
+}
+
+/// [`guarded_identities`] without the identities.
+fn guarded_folders(protected: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
     let mut out: Vec<(String, PathBuf)> = vec![("the whole filesystem".into(), PathBuf::from("/"))];
     for home in homes_of(protected) {
         for a in home.ancestors() {
@@ -877,11 +947,21 @@ pub(crate) fn identity(p: &Path) -> Option<(u64, u64)> {
 /// The guarded folder ([`guarded_identities`]) that `p` is under another path: a bind mount of
 /// `/` or of a home passes every comparison of paths. A `filesystem.read` entry may name a home
 /// by its own path (the lexical checks judge that), never under another one.
-fn folder_in_disguise(p: &Path, protected: &[(String, PathBuf)]) -> Option<(String, PathBuf)> {
+fn folder_in_disguise(p: &Path, guarded: &[Guarded]) -> Option<(String, PathBuf)> {
     let id = identity(p)?;
-    guarded_identities(protected)
-        .into_iter()
-        .find(|(_, g)| g != p && identity(g) == Some(id))
+    disguised(p, id, guarded)
+}
+
+/// The guarded folder that the file with identity `id`, named `p`, is under another path.
+pub(crate) fn disguised(
+    p: &Path,
+    id: (u64, u64),
+    guarded: &[Guarded],
+) -> Option<(String, PathBuf)> {
+    guarded
+        .iter()
+        .find(|(_, g, gid)| g != p && *gid == Some(id))
+        .map(|(what, g, _)| (what.clone(), g.clone()))
 }
 
 fn push_unique(rules: &mut Vec<FsRule>, rule: FsRule) {
@@ -1831,6 +1911,60 @@ mod tests {
             let e = check_read_set(&[rule], &protected).unwrap_err().to_string();
             assert!(e.contains("(interpreter prefix) would open"), "{e}");
         }
+    }
+
+    /// The byte comparison of normal forms answers as `Path::starts_with` for every pair.
+    #[test]
+    fn starts_with_normal_agrees_with_path_starts_with() {
+        let paths = [
+            "", "/", "//", "/a", "/a/", "/a//", "/ab", "/a/b", "/a//b", "/a/./b", "/a/b/",
+            "/a/b/c", "/a/bc", "/a/../b", "/a/..", "/..", "a", "a/b", "./a", ".", "..", "../a",
+            "/.a", "/a/.b", "/a.b", "/a/b.c",
+        ];
+        for path in paths {
+            for base in paths {
+                let (pn, bn) = (normal_form(Path::new(path)), normal_form(Path::new(base)));
+                assert_eq!(
+                    starts_with_normal(&pn, &bn),
+                    Path::new(path).starts_with(base),
+                    "`{path}` starts with `{base}`"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn credential_paths_name_each_path_and_where_a_link_on_the_way_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        let (home, dots) = (root.join("home"), root.join("dotfiles"));
+        fs_err::create_dir_all(&home).unwrap();
+        fs_err::create_dir_all(dots.join("ssh")).unwrap();
+        fs_err::create_dir_all(dots.join("config")).unwrap();
+        // `~/.ssh` and `~/.config` kept elsewhere; `~/.aws` a real folder; the rest absent.
+        std::os::unix::fs::symlink(dots.join("ssh"), home.join(".ssh")).unwrap();
+        std::os::unix::fs::symlink(dots.join("config"), home.join(".config")).unwrap();
+        fs_err::create_dir_all(home.join(".aws")).unwrap();
+        let mut want = Vec::new();
+        for rel in CREDENTIAL_PATHS {
+            let p = home.join(rel);
+            if let Some(tail) = rel.strip_prefix(".config/") {
+                want.push(dots.join("config").join(tail));
+            } else if *rel == ".ssh" {
+                want.push(dots.join("ssh"));
+            }
+            want.push(p);
+        }
+        assert_eq!(credential_paths(&home), want);
+        // The same where the home cannot be listed (each path is looked up instead): as a user
+        // other than root, a home without read permission; as root, it can still be listed.
+        use std::os::unix::fs::PermissionsExt;
+        fs_err::set_permissions(&home, std::fs::Permissions::from_mode(0o311)).unwrap();
+        assert_eq!(credential_paths(&home), want);
+        fs_err::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Through a link to the home, the same real paths.
+        std::os::unix::fs::symlink(&home, root.join("home-link")).unwrap();
+        assert_eq!(credential_paths(&root.join("home-link")), want);
     }
 
     #[test]

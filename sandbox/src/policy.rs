@@ -315,7 +315,12 @@ pub(crate) fn canonical_or_lexical(path: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut cur = path.to_path_buf();
     loop {
-        if let Ok(c) = fs_err::canonicalize(&cur) {
+        // The path itself is tried as it is (it mostly exists). An ancestor without an entry
+        // (`lstat` says not found, or not a directory on the way) cannot be canonical either:
+        // one call instead of a `realpath` that fails after a `readlink` per component.
+        if (rest.is_empty() || !has_no_entry(&cur))
+            && let Ok(c) = fs_err::canonicalize(&cur)
+        {
             let mut out = c;
             for part in rest.iter().rev() {
                 out.push(part);
@@ -330,6 +335,18 @@ pub(crate) fn canonical_or_lexical(path: &Path) -> PathBuf {
             _ => return path.to_path_buf(),
         }
     }
+}
+
+/// Whether `lstat` finds no entry at `path` (it or a folder on the way is missing, or a folder
+/// on the way is a file): then `canonicalize` would fail too. Any other answer is not proof.
+pub(crate) fn has_no_entry(path: &Path) -> bool {
+    matches!(
+        fs_err::symlink_metadata(path),
+        Err(e) if matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        )
+    )
 }
 
 fn parse_one(
@@ -405,6 +422,38 @@ fn parse_one(
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    /// The existing part is made real, the rest appended as written, whatever stops the
+    /// resolution: a missing folder, a file on the way, a dangling link, a link to a folder.
+    #[test]
+    fn canonical_or_lexical_resolves_the_longest_existing_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        fs_err::create_dir_all(root.join("real/sub")).unwrap();
+        fs_err::write(root.join("file"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).unwrap();
+        for (given, want) in [
+            ("real/sub", "real/sub"),
+            ("link/sub", "real/sub"),
+            ("link/sub/a/b", "real/sub/a/b"),
+            ("missing/a/b", "missing/a/b"),
+            ("file/a", "file/a"),
+            ("dangling/a", "dangling/a"),
+            ("dangling", "dangling"),
+        ] {
+            assert_eq!(
+                canonical_or_lexical(&root.join(given)),
+                root.join(want),
+                "{given}"
+            );
+        }
+        assert!(has_no_entry(&root.join("missing/a")));
+        assert!(has_no_entry(&root.join("file/a")));
+        assert!(has_no_entry(&root.join("dangling/a")));
+        assert!(!has_no_entry(&root.join("dangling")));
+        assert!(!has_no_entry(&root.join("link")));
+    }
 
     struct Fx {
         _dir: tempfile::TempDir,
