@@ -51,6 +51,7 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &RemoveArgs) -> Result
     }
     lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
     drop(guard);
+    crate::signing::warn_if_stale(&path);
     for name in &names {
         output::info(&format!(
             "{} `{name}` from `{}`",

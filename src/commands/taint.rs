@@ -77,6 +77,7 @@ pub fn suggest(
         path.display(),
         added.join(", ")
     ));
+    crate::signing::warn_if_stale(&path);
     Ok(Exit::Ok)
 }
 

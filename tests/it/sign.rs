@@ -1108,3 +1108,33 @@ fn an_expired_certificate_is_refused_everywhere_and_mcpsum_signs_with_a_certific
     assert!(ok, "{out}");
     run_with(&w, &anchor, &["show"]).code(0);
 }
+
+#[test]
+fn remove_and_suggest_policy_write_into_a_signed_lockfile_say_sign_is_next() {
+    let w = locked();
+    let s = w.scenario(
+        "web",
+        &json!({"tools": [{"name": "fetch", "inputSchema": {"type": "object"},
+            "annotations": {"openWorldHint": true, "readOnlyHint": true}}]}),
+    );
+    w.lock_fake("web", &s, &[]).code(0);
+    let key = keygen(&w, "k", "ed25519", None);
+    let sign = || {
+        w.run(&["sign", "--key", key.private.to_str().unwrap()])
+            .code(0);
+    };
+    sign();
+    w.run(&["suggest-policy", "--name", "web", "--write"])
+        .code(0)
+        .stderr_has(&[
+            "added to `servers.web.policy.taint`",
+            "no longer matches",
+            "mcpsum sign",
+        ]);
+    sign();
+    w.run(&["remove", "--name", "web"]).code(0).stderr_has(&[
+        "removed `web`",
+        "no longer matches",
+        "mcpsum sign",
+    ]);
+}
