@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about,
     long_about = None,
     max_term_width = 100,
-    after_help = "Platforms: Linux. Elsewhere the sandbox does not exist, so a server whose entry has\n`policy.sandbox` refuses to start (with no flag to run it unsandboxed); `mcpsum doctor` says\nwhat this machine offers.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
+    after_help = "Platforms: Linux. Elsewhere the sandbox does not exist, so a server whose entry has\n`policy.sandbox` refuses to start (with no flag to run it unsandboxed); `mcpsum doctor` says\nwhat this machine offers.\n\nExamples:\n  mcpsum lock --name time -- uvx mcp-server-time==2026.10.19\n  mcpsum show\n  mcpsum verify                    # 0 clean, 1 drift, 2 could not verify\n  mcpsum sandbox test --name time\n\nSee `mcpsum help COMMAND` for the examples of each command."
 )]
 pub struct Cli {
     /// The lockfile (default: `$MCPSUM_LOCKFILE`, else `mcp.lock` here or in a parent).
@@ -53,7 +53,7 @@ pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
         override_usage = "mcpsum lock [OPTIONS] --name <NAME> [-- <COMMAND>...]\n       mcpsum lock [OPTIONS] --all",
-        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it.\n\nExamples:\n  mcpsum lock --name time --env PATH --env HOME -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
+        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it.\n\nExamples:\n  mcpsum lock --name time -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
     /// Remove servers from the lockfile.
@@ -100,7 +100,7 @@ pub enum Command {
     /// Lock the MCP servers your clients already run and route them through mcpsum.
     #[command(
         long_about = "Lock the MCP servers your clients already run and route them through mcpsum.\n\nReads the MCP configs of Claude Desktop, Claude Code, Cursor, VS Code, Codex and Windsurf (in the\ncurrent directory and in your home directory), lists every server, locks each stdio server as\n`mcpsum lock` would (several at once), and shows the change that would run it as\n`mcpsum proxy --name NAME --lockfile ABS_PATH`. Only the names of environment variables are read,\nnever their values. Remote (HTTP, SSE) servers are listed and left as they are.\n\nServers of a project's configs (`./.mcp.json`, `./.cursor/mcp.json`, ...) are locked into the\nproject's `mcp.lock` (here or in a parent, else a new `./mcp.lock`). Servers of your user-level\nconfigs (`~/.cursor/mcp.json`, `~/.claude.json`, Claude Desktop's, ...), which every project sees,\nare locked into the user-level lockfile `$XDG_CONFIG_HOME/mcpsum/mcp.lock` (default\n`~/.config/mcpsum/mcp.lock`). `--lockfile` (or `$MCPSUM_LOCKFILE`) puts them all into one file.\n\nWithout `--write` the servers are still locked (the lockfiles are written, as it says before it\nstarts), but no client config is changed. With `--write` each config is rewritten in place: only\nthe `command` and `args` values change; a backup is kept beside the file, and `--undo` restores\nit.",
-        after_help = "Examples:\n  mcpsum import                                  # lock the servers, show the config change\n  mcpsum import --from cursor                    # only Cursor's configs\n  mcpsum import --from ./.vscode/mcp.json        # one file\n  mcpsum import --env PATH --env HOME --write    # npx/uvx servers need PATH and HOME\n  mcpsum import --undo                           # put the files back as they were"
+        after_help = "Examples:\n  mcpsum import                                  # lock the servers, show the config change\n  mcpsum import --from cursor                    # only Cursor's configs\n  mcpsum import --from ./.vscode/mcp.json        # one file\n  mcpsum import --env GITHUB_TOKEN --write       # pass a variable the servers need\n  mcpsum import --undo                           # put the files back as they were"
     )]
     Import(ImportArgs),
     /// Client sessions and their taint.
@@ -176,8 +176,8 @@ pub struct ImportArgs {
     pub env: Vec<String>,
     /// Seconds to wait for each answer of a server while locking it (the first may include a
     /// download). A server silent on the era probe (`server/discover`) is taken for a legacy
-    /// one and asked `initialize` on a fresh start, so one that never answers fails after 2×N
-    /// s; a server that does not answer in time is killed at once.
+    /// one and asked `initialize` on a fresh start, so one that never answers fails after twice
+    /// N seconds; a server that does not answer in time is killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
 }
@@ -335,7 +335,7 @@ pub struct ProxyArgs {
     pub max_message_bytes: usize,
     /// Seconds to wait for each answer of the server at start (its handshake and each list
     /// request) and on a re-read. A `modern` entry's server silent on `server/discover` is asked
-    /// `initialize` on a fresh start, so it fails after 2×N s; a server that does not answer in
+    /// `initialize` on a fresh start, so it fails after twice N seconds; a server that does not answer in
     /// time is killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
@@ -368,9 +368,9 @@ pub struct LockArgs {
     pub sandbox: Option<PathBuf>,
     /// Seconds to wait for each answer of the server (the first may include a download). A new
     /// entry's era detection takes silence on `server/discover` for a legacy server and asks
-    /// `initialize` on a fresh start, so a server that never answers fails after 2×N s (N for
-    /// a re-lock, asked in its entry's era only); a server that does not answer in time is
-    /// killed at once.
+    /// `initialize` on a fresh start, so a server that never answers fails after twice N
+    /// seconds (N for a re-lock, asked in its entry's era only); a server that does not answer
+    /// in time is killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,
     /// The protocol era to lock the server in. Without it a new entry (or a new command) is
@@ -415,7 +415,7 @@ pub struct VerifyArgs {
     pub json: bool,
     /// Seconds to wait for each answer of a server. A `modern` entry's server silent on
     /// `server/discover` is asked `initialize` on a fresh start (to report an era change), so
-    /// it fails after 2×N s, a `legacy` one after N s; a server that does not answer in time is
+    /// it fails after twice N seconds, a `legacy` one after N s; a server that does not answer in time is
     /// killed at once.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub timeout_secs: u64,

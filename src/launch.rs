@@ -183,7 +183,7 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
             ),
         },
         ClientError::Exited { .. } | ClientError::Timeout { .. } if !missing_basics.is_empty() => format!(
-            "the server gets no environment variables unless they are listed, and `uvx`/`npx` servers need {}: lock it with {}",
+            "the server gets no environment variables unless they are listed, and many need {}: if this one does, lock it with {}",
             missing_basics.join(" and "),
             missing_basics.iter().map(|v| format!("`--env {v}`")).collect::<Vec<_>>().join(" ")
         ),

@@ -852,8 +852,8 @@ fn egress_refusals_of_a_start_are_in_its_error() {
                 .is_some_and(|l| l.starts_with("egress refused: evil.test:443"))),
         "{answer}"
     );
-    drop(c);
-    // The `start failed` record has them too.
+    // The `start failed` record has them too, once the proxy has ended.
+    assert_ne!(c.finish(), 0, "a proxy whose server could not start fails");
     let log = std::fs::read_to_string(w.p("state/audit.jsonl")).unwrap();
     let failed: Vec<Value> = log
         .lines()

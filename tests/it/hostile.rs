@@ -240,7 +240,7 @@ fn hang_before_the_handshake_hints_at_the_environment() {
         &["--timeout-secs", "1"],
         &[
             "no answer to `initialize` within 1 s",
-            "`uvx`/`npx` servers need PATH and HOME: lock it with `--env PATH` `--env HOME`",
+            "many need PATH and HOME: if this one does, lock it with `--env PATH` `--env HOME`",
         ],
     );
 }
