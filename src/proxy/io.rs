@@ -31,29 +31,68 @@ struct Io {
     to_client: Outbox,
     to_server: Outbox,
     audit: AuditLog,
+    /// Records the main loop's turn produced, written after its messages (see
+    /// [`Io::apply_messages`]).
+    records: Vec<Record>,
     /// `--max-message-bytes`.
     max_message: usize,
 }
 
+/// An audit record waiting for the end of the main loop's turn.
+enum Record {
+    Note(&'static str, Value),
+    Call {
+        method: String,
+        item: String,
+        ok: bool,
+        took: Duration,
+        bytes: usize,
+    },
+}
+
+/// Records kept for the end of a turn, at most: a burst of lines that each leave a record and
+/// no message (junk the proxy drops) is written as it goes.
+const RECORDS_MAX: usize = 64;
+
 impl Io {
-    /// Carries out what the core asked for, in order.
+    /// Carries out what the core asked for, in order, audit records included.
     fn apply(&mut self, core: &mut Core) {
+        self.apply_messages(core);
+        self.write_records();
+    }
+
+    /// Carries out what the core asked for, in order, but for the audit records, which wait
+    /// for [`Io::write_now`]: an answer goes out before the file write that records it, so that
+    /// a call's round trip does not include an append to `audit.jsonl` (a few microseconds on
+    /// ext4, more when the disk is busy). The records are written, in order, before the loop
+    /// waits for input; the session's taint state, which decides, is not among them (the core
+    /// writes it before it lets a source's answer go).
+    fn apply_messages(&mut self, core: &mut Core) {
         core.drain_actions(|action| match action {
             Action::ToClient(out) => self.to_client.push(out),
             Action::ToServer(out) => self.to_server.push(out),
-            Action::Audit { event, fields } => self.audit.note(event, fields),
+            Action::Audit { event, fields } => self.records.push(Record::Note(event, fields)),
             Action::AuditCall {
                 method,
                 item,
                 ok,
                 took,
                 bytes,
-            } => self.audit.note_call(&method, &item, ok, took, bytes),
+            } => self.records.push(Record::Call {
+                method,
+                item,
+                ok,
+                took,
+                bytes,
+            }),
             Action::Warn(message) => output::warn(&message),
             Action::Quarantine(what) => {
-                self.audit
-                    .note("drift", json!({"class": "definitional", "reason": what}));
-                self.audit.note("quarantine", json!({"reason": what}));
+                self.records.push(Record::Note(
+                    "drift",
+                    json!({"class": "definitional", "reason": what}),
+                ));
+                self.records
+                    .push(Record::Note("quarantine", json!({"reason": what})));
                 output::warn(&format!(
                     "server `{}` is quarantined: its surface drifted from the lock ({}); review with `mcpsum verify --name {}`",
                     self.name,
@@ -62,12 +101,32 @@ impl Io {
                 ));
             }
         });
+        if self.records.len() > RECORDS_MAX {
+            self.write_records();
+        }
+    }
+
+    /// Appends the audit records waiting, in order.
+    fn write_records(&mut self) {
+        for record in self.records.drain(..) {
+            match record {
+                Record::Note(event, fields) => self.audit.note(event, fields),
+                Record::Call {
+                    method,
+                    item,
+                    ok,
+                    took,
+                    bytes,
+                } => self.audit.note_call(&method, &item, ok, took, bytes),
+            }
+        }
     }
 
     /// Writes what waits for either peer as far as its pipe takes it, without waiting.
     fn write_now(&mut self) {
         self.to_client.write_now();
         self.to_server.write_now();
+        self.write_records();
     }
 
     /// Whether both peers take what they are sent, so that more input may be read.
@@ -159,6 +218,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
         to_client: Outbox::new(),
         to_server: Outbox::new(),
         audit,
+        records: Vec::new(),
         max_message: opts.max_message,
     };
     io.to_client.attach(crate::stdio::client_stdout());
@@ -330,7 +390,7 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     } else {
         loop {
             // What the last message made the core do is queued before the room is measured.
-            io.apply(&mut core);
+            io.apply_messages(&mut core);
             // No more input is read while a peer does not take what it was sent: a slow reader
             // slows the other side down instead of growing memory.
             // Lines already read are handled before anything is written, so that what a burst of
