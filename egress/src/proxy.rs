@@ -98,8 +98,9 @@ pub struct Limits {
     /// [`RELAY_BUFFER_START`] (or this, if smaller) and doubles its buffer each time one read
     /// fills it, up to this: only a direction whose sender keeps ahead of the relay grows, so an
     /// interactive tunnel keeps the small buffer, and a bulk one moves more bytes per read and
-    /// write (on loopback, 1 MiB took the relay's on-CPU time per GiB from about 0.8 to about 0.55
-    /// of squid's, raw and TLS alike; fixed 256 KiB and 1 MiB buffers did less).
+    /// write (egress bench on loopback, 2 cores under load: the relay's on-CPU time per GiB went
+    /// from a median of about 0.75-0.85 of squid's to 0.55-0.7, raw and TLS; growing to 256 or
+    /// 512 KiB helped less; the total over client, server and relay did not rise).
     pub relay_buffer: usize,
 }
 
