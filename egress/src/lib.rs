@@ -40,6 +40,7 @@ pub use head::HeadError;
 pub use head::{head_end, parse_head};
 pub use hello::{ClientHelloInfo, ECH_EXTENSION, HelloError, HelloReader, read_client_hello};
 pub use proxy::{
-    AuditSink, BoxFuture, EgressConfig, Limits, Resolver, SystemResolver, Timeouts, serve,
+    AuditSink, BoxFuture, EgressConfig, Limits, RELAY_BUFFER_START, Resolver, SystemResolver,
+    Timeouts, serve,
 };
 pub use record::{Decision, Dropped, EgressRecord, Reason};
