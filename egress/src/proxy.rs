@@ -94,13 +94,14 @@ pub struct Limits {
     /// Concurrent connections (default 256). Further clients wait in the listen backlog, so a
     /// flood cannot exhaust file descriptors.
     pub max_connections: usize,
-    /// Largest relay buffer per direction (default 1 MiB). Each direction starts with
+    /// Largest relay buffer per direction (default 256 KiB). Each direction starts with
     /// [`RELAY_BUFFER_START`] (or this, if smaller) and doubles its buffer each time one read
     /// fills it, up to this: only a direction whose sender keeps ahead of the relay grows, so an
     /// interactive tunnel keeps the small buffer, and a bulk one moves more bytes per read and
     /// write (egress bench on loopback, 2 cores under load: the relay's on-CPU time per GiB went
-    /// from a median of about 0.75-0.85 of squid's to 0.55-0.7, raw and TLS; growing to 256 or
-    /// 512 KiB helped less; the total over client, server and relay did not rise).
+    /// from a median of about 0.75-0.85 of squid's to about 0.68 (raw) and 0.61 (TLS) at 256 KiB,
+    /// 0.42-0.54 at 1 MiB; the total over client, server and relay did not rise). 256 KiB keeps a
+    /// server that fills every connection it may open to at most 128 MiB of relay buffers.
     pub relay_buffer: usize,
 }
 
@@ -113,7 +114,7 @@ impl Default for Limits {
             head_bytes: 8 * 1024,
             hello_bytes: 64 * 1024,
             max_connections: 256,
-            relay_buffer: 1024 * 1024,
+            relay_buffer: 256 * 1024,
         }
     }
 }

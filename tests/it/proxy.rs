@@ -1858,6 +1858,69 @@ fn mcp_inspector_cli() {
     }
 }
 
+/// Issue 21, item 2 with a real client: the Inspector starts its server (here mcpsum) with a
+/// reduced environment, so a variable the entry passes through never arrives, even when the
+/// Inspector itself has it. The proxy says so on stderr and in the audit log; given with `-e`,
+/// it arrives and nothing is said.
+#[test]
+fn mcp_inspector_cli_reduced_environment_is_warned_about() {
+    let Some(cli) = crate::support::test_dep(INSPECTOR) else {
+        return;
+    };
+    let w = World::new();
+    let t = w.transcript("ins");
+    let s = w.scenario("ins", &full_scenario(Era::Legacy, &t));
+    w.lock_fake("ins", &s, &["--env", "MCPSUM_IT_TOKEN"])
+        .code(0);
+    let run = |extra: &[&str]| {
+        let out = Command::new("node")
+            .env_clear()
+            .env("PATH", crate::support::child_path())
+            .env("HOME", w.path().join("home"))
+            .env("MCPSUM_STATE_DIR", w.path().join("state"))
+            .env("MCPSUM_IT_TOKEN", "in-the-inspector")
+            .current_dir(w.path())
+            .arg(&cli)
+            .arg("--cli")
+            // The Inspector passes on only what it is given: the state directory too.
+            .arg("-e")
+            .arg(format!(
+                "MCPSUM_STATE_DIR={}",
+                w.path().join("state").display()
+            ))
+            .args(extra)
+            .arg(env!("CARGO_BIN_EXE_mcpsum"))
+            .args(["--lockfile", w.lockfile().to_str().unwrap()])
+            .args(["proxy", "--name", "ins", "--method", "tools/list"])
+            .output()
+            .expect("run the inspector");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        stderr
+    };
+    let unset_records = || {
+        std::fs::read_to_string(w.path().join("state/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["event"] == "env unset")
+            .count()
+    };
+    let stderr = run(&[]);
+    assert!(
+        stderr.contains("lists `MCPSUM_IT_TOKEN` in `envPassthrough`, but it is not set"),
+        "{stderr}"
+    );
+    assert_eq!(unset_records(), 1);
+    let stderr = run(&["-e", "MCPSUM_IT_TOKEN=given"]);
+    assert!(!stderr.contains("envPassthrough"), "{stderr}");
+    assert_eq!(
+        unset_records(),
+        1,
+        "no new record when the variable arrives"
+    );
+}
+
 #[test]
 fn cancelled_calls_do_not_pile_up_in_flight() {
     let w = World::new();
