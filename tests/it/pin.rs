@@ -135,6 +135,22 @@ fn printed(r: &Run, needles: &[&str]) {
     }
 }
 
+/// Runs each of `commands` with `cmd`'s environment and stdin closed, and checks that each
+/// fails and prints every one of `needles`.
+fn refused(cmd: impl Fn() -> Command, commands: &[&[&str]], needles: &[&str]) {
+    for args in commands {
+        let r = Run::from_output(
+            cmd()
+                .args(*args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
+        printed(&r, needles);
+    }
+}
+
 fn remove_tree(dir: &Path) {
     Command::new("chmod")
         .args(["-R", "u+w"])
@@ -468,29 +484,20 @@ fn changed_file_in_the_install_is_refused_naming_the_package() {
     text.push_str("\nimport os  # changed after the install\n");
     std::fs::write(&server_py, text).unwrap();
 
-    for args in [
-        &["verify"][..],
-        &["lock", "--name", "time"][..],
-        &["proxy", "--name", "time"][..],
-    ] {
-        let r = Run::from_output(
-            p.cmd()
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap(),
-        );
-        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        printed(
-            &r,
-            &[
-                "the pinned install of server `time` was changed",
-                "`mcp-server-time 2026.10.19`",
-                "changed: `lib/python",
-                "mcp_server_time/server.py",
-            ],
-        );
-    }
+    refused(
+        || p.cmd(),
+        &[
+            &["verify"][..],
+            &["lock", "--name", "time"][..],
+            &["proxy", "--name", "time"][..],
+        ],
+        &[
+            "the pinned install of server `time` was changed",
+            "`mcp-server-time 2026.10.19`",
+            "changed: `lib/python",
+            "mcp_server_time/server.py",
+        ],
+    );
     // Once removed, the next start makes it again from the hashes.
     remove_tree(&dir);
     p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
@@ -606,23 +613,14 @@ fn a_manifest_rewritten_to_match_changed_files_is_refused() {
         .unwrap();
     std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
 
-    for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
-        let r = Run::from_output(
-            p.cmd()
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap(),
-        );
-        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        printed(
-            &r,
-            &[
-                "the pinned install of server `time` was changed: its manifest",
-                "is not the one written when it was made",
-            ],
-        );
-    }
+    refused(
+        || p.cmd(),
+        &[&["verify"][..], &["proxy", "--name", "time"][..]],
+        &[
+            "the pinned install of server `time` was changed: its manifest",
+            "is not the one written when it was made",
+        ],
+    );
     remove_tree(&dir);
     p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
 }
@@ -642,18 +640,15 @@ fn changed_hash_in_the_lock_is_refused_naming_the_package() {
         }
     });
     p.w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
-    for args in [&["verify"][..], &["proxy", "--name", "time"][..]] {
-        let r = p.run(args);
-        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        printed(
-            &r,
-            &[
-                "cannot make the pinned install of server `time` from its recorded hashes",
-                "mcp-server-time==2026.10.19",
-                other,
-            ],
-        );
-    }
+    refused(
+        || p.cmd(),
+        &[&["verify"], &["proxy", "--name", "time"]],
+        &[
+            "cannot make the pinned install of server `time` from its recorded hashes",
+            "mcp-server-time==2026.10.19",
+            other,
+        ],
+    );
 }
 
 /// The golden fixture with a pinned closure on its legacy entry (digests recomputed).
@@ -904,23 +899,14 @@ fn npx_closure_is_pinned_by_integrity_and_runs_offline_and_refuses_changes() {
     let mut text = std::fs::read_to_string(&index).unwrap();
     text.push(' ');
     std::fs::write(&index, text).unwrap();
-    for args in [&["verify"][..], &["proxy", "--name", "everything"][..]] {
-        let r = Run::from_output(
-            p.offline_cmd()
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap(),
-        );
-        assert_ne!(r.code, 0, "{args:?}: {r:#?}");
-        printed(
-            &r,
-            &[
-                "the pinned install of server `everything` was changed",
-                "`@modelcontextprotocol/server-everything 2026.8.31`",
-            ],
-        );
-    }
+    refused(
+        || p.offline_cmd(),
+        &[&["verify"][..], &["proxy", "--name", "everything"][..]],
+        &[
+            "the pinned install of server `everything` was changed",
+            "`@modelcontextprotocol/server-everything 2026.8.31`",
+        ],
+    );
     remove_tree(&dir);
 
     // A changed integrity in the lock: `npm ci` refuses the tarball.

@@ -1807,6 +1807,35 @@ fn modern_listen_stream_ids_are_remapped() {
 const INSPECTOR: &str =
     "node/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js";
 
+/// Runs the Inspector's CLI on `mcpsum proxy --name NAME` of `w`, with `inspector` (its own
+/// options) and `args` (after the server's command line), in an environment of PATH, HOME,
+/// MCPSUM_STATE_DIR and `env`.
+fn inspector(
+    w: &World,
+    cli: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+    inspector: &[String],
+    args: &[&str],
+) -> std::process::Output {
+    Command::new("node")
+        .env_clear()
+        .env("PATH", crate::support::child_path())
+        .env("HOME", w.path().join("home"))
+        .env("MCPSUM_STATE_DIR", w.path().join("state"))
+        .envs(env.iter().copied())
+        .current_dir(w.path())
+        .arg(cli)
+        .arg("--cli")
+        .args(inspector)
+        .arg(env!("CARGO_BIN_EXE_mcpsum"))
+        .args(["--lockfile", w.lockfile().to_str().unwrap()])
+        .args(["proxy", "--name", name])
+        .args(args)
+        .output()
+        .expect("run the inspector")
+}
+
 #[test]
 fn mcp_inspector_cli() {
     let Some(cli) = crate::support::test_dep(INSPECTOR) else {
@@ -1817,20 +1846,7 @@ fn mcp_inspector_cli() {
         let t = w.transcript("ins");
         lock(&w, "ins", &full_scenario(server, &t));
         let run = |args: &[&str]| {
-            let out = Command::new("node")
-                .env_clear()
-                .env("PATH", crate::support::child_path())
-                .env("HOME", w.path().join("home"))
-                .env("MCPSUM_STATE_DIR", w.path().join("state"))
-                .current_dir(w.path())
-                .arg(&cli)
-                .arg("--cli")
-                .arg(env!("CARGO_BIN_EXE_mcpsum"))
-                .args(["--lockfile", w.lockfile().to_str().unwrap()])
-                .args(["proxy", "--name", "ins"])
-                .args(args)
-                .output()
-                .expect("run the inspector");
+            let out = inspector(&w, &cli, "ins", &[], &[], args);
             let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
@@ -1873,27 +1889,20 @@ fn mcp_inspector_cli_reduced_environment_is_warned_about() {
     w.lock_fake("ins", &s, &["--env", "MCPSUM_IT_TOKEN"])
         .code(0);
     let run = |extra: &[&str]| {
-        let out = Command::new("node")
-            .env_clear()
-            .env("PATH", crate::support::child_path())
-            .env("HOME", w.path().join("home"))
-            .env("MCPSUM_STATE_DIR", w.path().join("state"))
-            .env("MCPSUM_IT_TOKEN", "in-the-inspector")
-            .current_dir(w.path())
-            .arg(&cli)
-            .arg("--cli")
-            // The Inspector passes on only what it is given: the state directory too.
-            .arg("-e")
-            .arg(format!(
-                "MCPSUM_STATE_DIR={}",
-                w.path().join("state").display()
-            ))
-            .args(extra)
-            .arg(env!("CARGO_BIN_EXE_mcpsum"))
-            .args(["--lockfile", w.lockfile().to_str().unwrap()])
-            .args(["proxy", "--name", "ins", "--method", "tools/list"])
-            .output()
-            .expect("run the inspector");
+        // The Inspector passes on only what it is given: the state directory too.
+        let mut options = vec![
+            "-e".to_owned(),
+            format!("MCPSUM_STATE_DIR={}", w.path().join("state").display()),
+        ];
+        options.extend(extra.iter().map(|s| (*s).to_owned()));
+        let out = inspector(
+            &w,
+            &cli,
+            "ins",
+            &[("MCPSUM_IT_TOKEN", "in-the-inspector")],
+            &options,
+            &["--method", "tools/list"],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{extra:?}: {stderr}");
         stderr
