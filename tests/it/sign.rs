@@ -115,10 +115,16 @@ fn ssh_keygen_verifies(w: &World, anchor: &Path, principal: &str) -> (bool, Stri
 
 /// `ssh-keygen -Y sign -n NAMESPACE -f KEY mcp.lock`, which writes `mcp.lock.sig`.
 fn ssh_keygen_signs(w: &World, key: &Key, namespace: &str) {
+    ssh_keygen_signs_file(w, &key.private, namespace);
+}
+
+/// `ssh-keygen -Y sign -n NAMESPACE -f FILE mcp.lock` (FILE: a private key, or a certificate
+/// beside its key).
+fn ssh_keygen_signs_file(w: &World, file: &Path, namespace: &str) {
     let _ = std::fs::remove_file(sig_file(w));
     let out = Command::new("ssh-keygen")
         .args(["-Y", "sign", "-n", namespace, "-f"])
-        .arg(&key.private)
+        .arg(file)
         .arg(w.lockfile())
         .output()
         .expect("ssh-keygen -Y sign");
@@ -949,18 +955,7 @@ fn certify(ca: &Key, user: &Key, id: &str, options: &[&str]) -> PathBuf {
 /// `ssh-keygen -Y sign -n mcpsum -f USER-cert.pub mcp.lock`: the signature carries the
 /// certificate.
 fn ssh_keygen_signs_with(w: &World, cert: &Path) {
-    let _ = std::fs::remove_file(sig_file(w));
-    let out = Command::new("ssh-keygen")
-        .args(["-Y", "sign", "-n", "mcpsum", "-f"])
-        .arg(cert)
-        .arg(w.lockfile())
-        .output()
-        .expect("ssh-keygen -Y sign");
-    assert!(
-        out.status.success(),
-        "ssh-keygen -Y sign: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ssh_keygen_signs_file(w, cert, "mcpsum");
 }
 
 #[test]
