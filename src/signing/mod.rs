@@ -592,6 +592,16 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             ),
         );
     }
+    if let Some(why) = sshsig::weak_key(sig.key.key()) {
+        return invalid(
+            Reason::Unreadable,
+            Some(signer.clone()),
+            format!("`{shown}` (by {}) is made with {why}", signer.describe()),
+            &format!(
+                "sign it again with an Ed25519, ECDSA or RSA key of 2048 bits or more: {SIGN_HINT}"
+            ),
+        );
+    }
     let signed = sshsig::signed_data(&sig, bytes);
     if !signed.is_some_and(|d| sshsig::verify(sig.key.key(), &d, &sig.signature)) {
         return invalid(

@@ -288,7 +288,7 @@ pub fn verify(key: &KeyData, data: &[u8], sig: &Signature) -> bool {
             let (Some(n), Some(e)) = (k.n.as_positive_bytes(), k.e.as_positive_bytes()) else {
                 return false;
             };
-            let bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
+            let bits = rsa_bits(n);
             // `ring` takes 2048 to 8192 bits and an exponent below 2^33.
             if !(2048..=8192).contains(&bits) || e.len() > 4 {
                 return fallback(key, data, sig);
@@ -339,6 +339,23 @@ pub fn verify(key: &KeyData, data: &[u8], sig: &Signature) -> bool {
         (KeyData::Rsa(_) | KeyData::Ecdsa(_), _) => false,
         _ => fallback(key, data, sig),
     }
+}
+
+/// The size of an RSA modulus (big-endian, no leading zero byte) in bits.
+fn rsa_bits(n: &[u8]) -> usize {
+    n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize)
+}
+
+/// Why mcpsum does not check signatures of `key` at all, if it does not: an RSA key shorter
+/// than 2048 bits (which ssh-keygen still makes and accepts) proves too little.
+pub fn weak_key(key: &KeyData) -> Option<String> {
+    let KeyData::Rsa(k) = key else {
+        return None;
+    };
+    let bits = k.n.as_positive_bytes().map_or(0, rsa_bits);
+    (bits < 2048).then(|| {
+        format!("an RSA key of {bits} bits; mcpsum checks RSA signatures of 2048 bits or more")
+    })
 }
 
 fn fallback(key: &KeyData, data: &[u8], sig: &Signature) -> bool {

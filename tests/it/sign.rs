@@ -1133,3 +1133,31 @@ fn remove_and_suggest_policy_write_into_a_signed_lockfile_say_sign_is_next() {
         "mcpsum sign",
     ]);
 }
+
+/// A short RSA key: ssh-keygen makes it, signs with it and accepts the signature, but mcpsum
+/// refuses to take it for proof and says so, rather than calling the lockfile changed.
+#[test]
+fn a_signature_by_a_short_rsa_key_is_refused_as_weak() {
+    let w = locked();
+    let key = keygen(&w, "id_rsa1024", "rsa", Some("1024"));
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("*@example.com", ""));
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    let (accepted, _) = ssh_keygen_verifies(&w, &anchor, "me@example.com");
+    assert!(accepted, "ssh-keygen takes the 1024-bit signature");
+    let r = run_with(&w, &anchor, &["verify"]);
+    r.code(2)
+        .stderr_has(&["an RSA key of 1024 bits", "2048 bits or more"]);
+    assert!(
+        !r.stderr.contains("changed since it was signed"),
+        "{}",
+        r.stderr
+    );
+    let r = run_with(&w, &anchor, &["verify", "--json"]);
+    assert_eq!(
+        r.json()["signature"]["state"],
+        "unreadable",
+        "{}",
+        r.stdout
+    );
+}
