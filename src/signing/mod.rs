@@ -36,6 +36,15 @@ pub const NAMESPACE: &str = "mcpsum";
 /// The environment variable naming the allowed-signers file.
 pub const ENV: &str = "MCPSUM_ALLOWED_SIGNERS";
 
+/// `$XDG_CONFIG_HOME/mcpsum/allowed_signers` (default `~/.config/mcpsum/allowed_signers`).
+fn default_anchor_path() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| crate::paths::home_dir().map(|h| h.join(".config")))
+        .map(|c| c.join("mcpsum/allowed_signers"))
+}
+
 /// `mcp.lock.sig` beside `mcp.lock` (the file name with `.sig` added).
 pub fn sig_path(lockfile: &Path) -> PathBuf {
     let mut name = lockfile
@@ -90,6 +99,60 @@ impl Trust {
         Self { flag }
     }
 
+    /// [`Trust::anchor`] for judging `lockfile`, refusing an allowed-signers file that the
+    /// lockfile's own project holds. A flag or a variable can come from a client config that the
+    /// repository itself carries (`.vscode/mcp.json`, `.cursor/mcp.json`), so a file they name
+    /// inside that repository would let whoever can change the lockfile also choose who may
+    /// sign it. The repository is the git work tree holding the lockfile; the home itself kept
+    /// in git (dotfiles) is not one a clone brings.
+    pub fn anchor_for(&self, lockfile: &Path) -> Result<Option<Anchor>> {
+        let Some(anchor) = self.anchor()? else {
+            return Ok(None);
+        };
+        if anchor.source == Source::Config {
+            return Ok(Some(anchor));
+        }
+        let real = |p: &Path| fs_err::canonicalize(p).ok();
+        let (Some(file), Some(folder)) = (
+            real(&anchor.path),
+            lockfile
+                .parent()
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        d
+                    }
+                })
+                .and_then(real),
+        ) else {
+            return Ok(Some(anchor));
+        };
+        if default_anchor_path().and_then(|d| real(&d)).as_ref() == Some(&file) {
+            return Ok(Some(anchor));
+        }
+        let home = crate::paths::home_dir().and_then(|h| real(&h));
+        let Some(project) = folder
+            .ancestors()
+            .find(|d| d.join(".git").symlink_metadata().is_ok())
+        else {
+            return Ok(Some(anchor));
+        };
+        if !file.starts_with(project) || home.as_deref() == Some(project) {
+            return Ok(Some(anchor));
+        }
+        Err(Error::new(format!(
+            "the allowed signers `{}` ({}) are inside the git work tree `{}` that holds `{}`; a trust anchor must come from outside what it vouches for",
+            anchor.path.display(),
+            anchor.source.how(),
+            project.display(),
+            lockfile.display()
+        ))
+        .hint(format!(
+            "keep the allowed-signers file outside the repository (`~/.config/mcpsum/allowed_signers`, or a path your organisation manages) and point `--allowed-signers` or `{ENV}` there, or unset them"
+        )))
+    }
+
     /// The allowed-signers file in force, if any: `--allowed-signers`, else
     /// `$MCPSUM_ALLOWED_SIGNERS`, else `$XDG_CONFIG_HOME/mcpsum/allowed_signers` (default
     /// `~/.config/mcpsum/allowed_signers`). A file named by the flag or the variable must
@@ -101,14 +164,10 @@ impl Trust {
         } else if let Some(p) = std::env::var_os(ENV).filter(|v| !v.is_empty()) {
             (PathBuf::from(p), Source::Env)
         } else {
-            let config = std::env::var_os("XDG_CONFIG_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| crate::paths::home_dir().map(|h| h.join(".config")));
-            let Some(config) = config else {
+            let Some(path) = default_anchor_path() else {
                 return Ok(None);
             };
-            (config.join("mcpsum/allowed_signers"), Source::Config)
+            (path, Source::Config)
         };
         let text = match fs_err::read_to_string(&path) {
             Ok(t) => t,
@@ -411,7 +470,7 @@ impl Status {
 /// allowed-signers file in force (if any). An error only when that file cannot be used; an
 /// unreadable signature is a state, so that without an anchor nothing fails.
 pub fn inspect(lockfile: &Path, bytes: &[u8], trust: &Trust) -> Result<Status> {
-    let anchor = trust.anchor()?;
+    let anchor = trust.anchor_for(lockfile)?;
     let sig_file = sig_path(lockfile);
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let state = judge(&sig_file, bytes, anchor.as_ref(), now);
@@ -440,7 +499,7 @@ pub fn enforce<T>(
     trust: &Trust,
     work: impl FnOnce() -> T,
 ) -> Result<T> {
-    let Some(anchor) = trust.anchor()? else {
+    let Some(anchor) = trust.anchor_for(lockfile)? else {
         return Ok(work());
     };
     let sig_file = sig_path(lockfile);
@@ -463,7 +522,7 @@ pub fn enforce<T>(
 pub fn load(lockfile: &Path, trust: &Trust) -> Result<(crate::lockfile::Lockfile, Status)> {
     let bytes = crate::lockfile::read_bytes(lockfile)?;
     let bytes: &[u8] = &bytes;
-    let anchor = trust.anchor()?;
+    let anchor = trust.anchor_for(lockfile)?;
     let sig_file = sig_path(lockfile);
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let (state, lock) = alongside(

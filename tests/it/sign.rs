@@ -1154,10 +1154,50 @@ fn a_signature_by_a_short_rsa_key_is_refused_as_weak() {
         r.stderr
     );
     let r = run_with(&w, &anchor, &["verify", "--json"]);
-    assert_eq!(
-        r.json()["signature"]["state"],
-        "unreadable",
-        "{}",
-        r.stdout
+    assert_eq!(r.json()["signature"]["state"], "unreadable", "{}", r.stdout);
+}
+
+/// The anchor must come from outside the repository it vouches for: a client config the
+/// repository carries can pass `--allowed-signers` or set the variable, so one naming a file in
+/// the lockfile's git work tree (the attacker's key beside the lockfile they changed) is refused
+/// by every command that judges the signature, and the proxy starts nothing. The same file
+/// outside the work tree is taken.
+#[test]
+fn an_allowed_signers_file_inside_the_repository_is_refused() {
+    let w = locked();
+    std::fs::create_dir(w.path().join(".git")).unwrap();
+    let key = keygen(&w, "attacker", "ed25519", None);
+    w.run(&["sign", "--key", key.private.to_str().unwrap()])
+        .code(0);
+    let inside = w.path().join(".vscode/allowed_signers");
+    write_anchor(&inside, &key.line("*", ""));
+    for args in [
+        &["verify"][..],
+        &["show"][..],
+        &["proxy", "--name", "time"][..],
+    ] {
+        let r = run_with(&w, &inside, args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.stderr_has(&["are inside the git work tree", "outside the repository"]);
+    }
+    let mut c = w.cmd();
+    c.arg("verify").env("MCPSUM_ALLOWED_SIGNERS", &inside);
+    let r = crate::support::Run::from_output(c.output().unwrap());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.stderr_has(&[
+        "named by `MCPSUM_ALLOWED_SIGNERS`",
+        "are inside the git work tree",
+    ]);
+    assert!(
+        !w.path().join("state/audit.jsonl").exists()
+            || !std::fs::read_to_string(w.path().join("state/audit.jsonl"))
+                .unwrap()
+                .contains("\"start\""),
+        "the proxy started the server"
     );
+    // Outside the work tree, the same lines are an anchor like any other.
+    let outside = tempfile::tempdir().unwrap();
+    let anchor = outside.path().join("allowed_signers");
+    write_anchor(&anchor, &key.line("*", ""));
+    run_with(&w, &anchor, &["verify"]).code(0);
 }
