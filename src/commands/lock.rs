@@ -22,10 +22,13 @@ pub async fn run(
     trust: &Trust,
 ) -> Result<Exit> {
     if args.all {
-        return lock_all(&paths::require_lockfile(lockfile_flag)?, args, trust).await;
+        let path = paths::require_lockfile(lockfile_flag)?;
+        crate::signing::warn_if_stale_before(&path);
+        return lock_all(&path, args, trust).await;
     }
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
+    crate::signing::warn_if_stale_before(&path);
     let exit = lock_at(&path, args, trust).await?;
     crate::signing::warn_if_stale(&path);
     Ok(exit)

@@ -564,6 +564,27 @@ fn alongside<C: Send, T>(
     })
 }
 
+/// Before a command changes the lockfile: if it has a signature that already no longer matches
+/// it, says so, so that the warning after the write is not read as this command's change alone
+/// (signing then would vouch for whatever else changed, another person's edit among it).
+pub fn warn_if_stale_before(lockfile: &Path) {
+    let sig_file = sig_path(lockfile);
+    if sig_file.symlink_metadata().is_err() {
+        return;
+    }
+    let Ok(bytes) = fs_err::read(lockfile) else {
+        return;
+    };
+    if let State::Invalid { .. } = judge(&sig_file, &bytes, None, 0) {
+        crate::output::warn(&format!(
+            "`{}` had already changed since `{}` signed it, before this command: the next `mcpsum sign` vouches for that change too; review the whole change since the signature (`git diff` of `{}` against the signed commit), not only this command's",
+            lockfile.display(),
+            sig_file.display(),
+            lockfile.display()
+        ));
+    }
+}
+
 /// After `lock` or `import` wrote the lockfile: if it has a signature that no longer matches,
 /// says so and that `mcpsum sign` is next.
 pub fn warn_if_stale(lockfile: &Path) {

@@ -392,6 +392,15 @@ fn a_lockfile_changed_since_signing_is_refused_and_lock_says_sign_is_next() {
     let s = w.scenario("time", &changed);
     let r = w.lock_fake("time", &s, &[]);
     r.code(0).stderr_has(&["no longer matches", "mcpsum sign"]);
+    assert!(!r.stderr.contains("had already changed"), "{}", r.stderr);
+    // The next person to lock is told that the change since the signature is not only theirs.
+    let other = w.scenario("other", &example_scenario());
+    let r = w.lock_fake("other", &other, &[]);
+    r.code(0).stderr_has(&[
+        "had already changed since",
+        "before this command",
+        "no longer matches",
+    ]);
     refused(
         &w,
         &anchor,
