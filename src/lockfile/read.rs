@@ -201,9 +201,33 @@ fn checked<I>(
     ))
     .details(problems);
     err = if digest_problem {
-        err.hint(format!(
-            "inspect the change with `git diff {shown}`; run `mcpsum lock --name NAME` only if the new surface is expected"
-        ))
+        // The servers whose digests no longer match, named as the problems name them.
+        let mut names: Vec<&str> = Vec::new();
+        for p in err.detail_lines() {
+            if !p.contains("digest mismatch") {
+                continue;
+            }
+            let name = p
+                .split_once("server `")
+                .and_then(|(_, rest)| rest.split_once("`,"))
+                .map(|(name, _)| name);
+            if let Some(name) = name.filter(|n| !names.contains(n)) {
+                names.push(name);
+            }
+        }
+        let relock = if names.is_empty() {
+            "`mcpsum lock --name NAME`".to_owned()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("`mcpsum lock --name {}`", crate::output::sanitize_line(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let hint = format!(
+            "inspect the change with `git diff {shown}`; run {relock} only if the new surface is expected"
+        );
+        err.hint(hint)
     } else {
         err.hint(format!("fix the named keys in `{shown}`"))
     };
