@@ -1154,10 +1154,82 @@ fn a_signature_by_a_short_rsa_key_is_refused_as_weak() {
         r.stderr
     );
     let r = run_with(&w, &anchor, &["verify", "--json"]);
+    assert_eq!(r.json()["signature"]["state"], "unreadable", "{}", r.stdout);
+}
+
+/// The check of `doctor --json` named `area`.
+fn doctor_check(doc: &Value, area: &str) -> Value {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["area"] == area)
+        .cloned()
+        .unwrap_or_else(|| panic!("no `{area}` check in {doc:#}"))
+}
+
+#[test]
+fn doctor_shows_the_signature_of_each_lockfile_and_a_refused_one_is_a_problem() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    // No allowed-signers file: unsigned is worth knowing, not a problem.
+    let doc = w.run(&["doctor", "--json"]).json();
+    let sig = doctor_check(&doc, "lockfile signature");
+    assert_eq!(sig["status"], "note", "{sig:#}");
+    assert!(sig["found"].as_str().unwrap().contains("it is not signed"));
+    // With one in force, every proxy would refuse: a problem, with its fix.
+    let r = run_with(&w, &anchor, &["doctor"]);
+    r.code(1).stdout_has(&[
+        "problem lockfile signature: `",
+        "it is not signed",
+        "every proxy refuses its servers",
+        anchor.to_str().unwrap(),
+        "fix: have a signer listed in",
+        "mcpsum sign",
+    ]);
+    assert!(!r.stdout.contains("no problems found"), "{}", r.stdout);
+    let doc = run_with(&w, &anchor, &["doctor", "--json"]).json();
     assert_eq!(
-        r.json()["signature"]["state"],
-        "unreadable",
-        "{}",
-        r.stdout
+        doctor_check(&doc, "lockfile signature")["status"],
+        "problem"
+    );
+    assert_eq!(doc["exitCode"], 1);
+
+    // Signed by the listed key: ok, naming the signer.
+    run_with(
+        &w,
+        &anchor,
+        &["sign", "--key", key.private.to_str().unwrap()],
+    )
+    .code(0);
+    let doc = run_with(&w, &anchor, &["doctor", "--json"]).json();
+    let sig = doctor_check(&doc, "lockfile signature");
+    assert_eq!(sig["status"], "ok", "{sig:#}");
+    assert!(
+        sig["found"].as_str().unwrap().contains(&key.fingerprint()),
+        "{sig:#}"
+    );
+
+    // The user-level lockfile is checked beside the project's: here changed since signing.
+    let user = w.path().join("home/.config/mcpsum");
+    std::fs::create_dir_all(&user).unwrap();
+    let mut bytes = w.lock_bytes();
+    bytes.extend_from_slice(b"\n");
+    std::fs::write(user.join("mcp.lock"), &bytes).unwrap();
+    std::fs::copy(sig_file(&w), user.join("mcp.lock.sig")).unwrap();
+    let r = run_with(&w, &anchor, &["doctor"]);
+    r.code(1).stdout_has(&[
+        "ok lockfile signature: `",
+        "user lockfile: `",
+        "problem user lockfile signature: `",
+        "changed since it was signed",
+    ]);
+    let doc = run_with(&w, &anchor, &["doctor", "--json"]).json();
+    assert_eq!(doctor_check(&doc, "user lockfile")["status"], "ok");
+    assert_eq!(
+        doctor_check(&doc, "user lockfile signature")["status"],
+        "problem"
     );
 }
