@@ -27,7 +27,7 @@ pub async fn run(
     let path = paths::find_lockfile(lockfile_flag)?
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
     let exit = lock_at(&path, args, trust).await?;
-    crate::signing::warn_if_stale(&path);
+    crate::signing::warn_after_write(&path, trust);
     Ok(exit)
 }
 
