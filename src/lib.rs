@@ -40,7 +40,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
         cli::Command::Verify(a) => commands::verify::run(lockfile, a, &trust).await,
         cli::Command::Remove(a) => commands::remove::run(lockfile, a),
         cli::Command::Diff(a) => json_on_error(a.json, commands::diff::run(lockfile, a)),
-        cli::Command::Doctor(a) => commands::doctor::run(lockfile, a),
+        cli::Command::Doctor(a) => commands::doctor::run(lockfile, a, &trust),
         cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a, &trust)),
         cli::Command::Sign(a) => commands::sign::run(lockfile, a, &trust),
         cli::Command::Import(a) => commands::import::run(lockfile, a, &trust).await,

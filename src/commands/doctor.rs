@@ -1,8 +1,10 @@
 //! `mcpsum doctor`: what this machine offers mcpsum and what is in its way, each problem with
 //! its fix. It reads only: kernel features (Landlock, seccomp, user namespaces and Ubuntu's
 //! AppArmor restriction of them), the launcher beside the binary, the state directory, the
-//! lockfile, and the MCP configs of the clients `import` knows (which servers they route
-//! through mcpsum). It starts nothing and writes nothing.
+//! project's lockfile and the user-level one with the signature of each (judged as the proxy
+//! judges it, against the allowed-signers file in force), and the MCP configs of the clients
+//! `import` knows (which servers they route through mcpsum). It starts nothing and writes
+//! nothing.
 
 use serde_json::{Value, json};
 
@@ -10,6 +12,7 @@ use crate::cli::DoctorArgs;
 use crate::commands::import::clients::{self, Client, Kind};
 use crate::error::{Exit, Result};
 use crate::output::{self, paint, sanitize_line, style};
+use crate::signing::{self, Reason, State, Trust};
 use crate::{lockfile, paths};
 
 /// How a check came out; ordered by strictness so the run's verdict is the `max()`.
@@ -57,12 +60,16 @@ impl Check {
 }
 
 /// Runs `doctor`.
-pub fn run(lockfile_flag: Option<&std::path::Path>, args: &DoctorArgs) -> Result<Exit> {
+pub fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &DoctorArgs,
+    trust: &Trust,
+) -> Result<Exit> {
     let mut checks = Vec::new();
     sandbox_checks(&mut checks);
     checks.push(launcher_check());
     checks.push(state_check());
-    checks.push(lockfile_check(lockfile_flag));
+    lockfile_checks(lockfile_flag, trust, &mut checks);
     client_checks(&mut checks);
 
     let worst = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
@@ -217,16 +224,93 @@ fn state_check() -> Check {
     }
 }
 
-/// The lockfile this directory uses, and whether it loads.
-fn lockfile_check(flag: Option<&std::path::Path>) -> Check {
-    let path = match paths::find_lockfile(flag) {
-        Ok(Some(p)) => p,
+/// The lockfile this directory uses and the user-level one (`import`'s, for the servers of
+/// user-level client configs) when it exists: whether each loads, and its signature.
+fn lockfile_checks(flag: Option<&std::path::Path>, trust: &Trust, out: &mut Vec<Check>) {
+    let project = match paths::find_lockfile(flag) {
+        Ok(Some(p)) => Some(p),
         Ok(None) => {
-            return check("lockfile", Status::Note, format!("no `{}` here or in a parent", paths::LOCKFILE_NAME))
-                .fix("create one with `mcpsum import` (the servers your clients run) or `mcpsum lock --name NAME -- COMMAND...`");
+            out.push(check("lockfile", Status::Note, format!("no `{}` here or in a parent", paths::LOCKFILE_NAME))
+                .fix("create one with `mcpsum import` (the servers your clients run) or `mcpsum lock --name NAME -- COMMAND...`"));
+            None
         }
-        Err(e) => return check("lockfile", Status::Problem, e.one_line()),
+        Err(e) => {
+            out.push(check("lockfile", Status::Problem, e.one_line()));
+            None
+        }
     };
+    if let Some(path) = &project {
+        out.push(lockfile_check("lockfile", path));
+        out.extend(signature_check("lockfile signature", path, trust));
+    }
+    let user = paths::user_lockfile().filter(|p| p.is_file());
+    if let Some(user) = user {
+        let same = project
+            .as_ref()
+            .is_some_and(|p| fs_err::canonicalize(p).ok() == fs_err::canonicalize(&user).ok());
+        if !same {
+            out.push(lockfile_check("user lockfile", &user));
+            out.extend(signature_check("user lockfile signature", &user, trust));
+        }
+    }
+}
+
+/// The signature of the lockfile at `path`, judged as the proxy judges it: with an
+/// allowed-signers file in force, one that is not valid is a problem (every proxy refuses the
+/// lockfile's servers). Nothing when the lockfile cannot be read (its own check says so).
+fn signature_check(area: &'static str, path: &std::path::Path, trust: &Trust) -> Option<Check> {
+    let bytes = lockfile::read_bytes(path).ok()?;
+    let status = match signing::inspect(path, &bytes, trust) {
+        Ok(s) => s,
+        // The allowed-signers file in force cannot be used: every command that reads a
+        // lockfile refuses, the proxy included.
+        Err(e) => {
+            let c = check(area, Status::Problem, e.one_line());
+            return Some(match e.hint_text() {
+                Some(h) => c.fix(h),
+                None => c,
+            });
+        }
+    };
+    let shown = path.display();
+    Some(match (&status.state, &status.anchor) {
+        (State::Valid(_), _) => check(area, Status::Ok, format!("`{shown}`: {}", status.summary())),
+        (State::Invalid { detail, hint, .. }, Some(anchor)) => check(
+            area,
+            Status::Problem,
+            format!(
+                "`{shown}` has no valid signature: {detail}; the allowed signers `{}` are in force, so every proxy refuses its servers",
+                anchor.path.display()
+            ),
+        )
+        .fix(hint.replace("ALLOWED_SIGNERS", &format!("`{}`", anchor.path.display()))),
+        (
+            State::Invalid {
+                reason,
+                detail,
+                hint,
+                ..
+            },
+            None,
+        ) => {
+            let c = check(
+                area,
+                Status::Note,
+                format!(
+                    "`{shown}`: {detail}; no allowed-signers file is in force, so proxies do not require a signature"
+                ),
+            );
+            match reason {
+                Reason::Unsigned => c,
+                _ => c.fix(hint.replace("ALLOWED_SIGNERS", "your allowed-signers file")),
+            }
+        }
+    })
+}
+
+/// Whether the lockfile at `path` loads, and what it holds.
+fn lockfile_check(area: &'static str, path: &std::path::Path) -> Check {
+    let path = path.to_path_buf();
     match lockfile::load(&path) {
         Ok(lock) => {
             let sandboxed = lock
@@ -235,7 +319,7 @@ fn lockfile_check(flag: Option<&std::path::Path>) -> Check {
                 .filter(|e| e.sandbox().is_some())
                 .count();
             check(
-                "lockfile",
+                area,
                 Status::Ok,
                 format!(
                     "`{}`: {} server{}, {sandboxed} with `policy.sandbox`",
@@ -247,7 +331,7 @@ fn lockfile_check(flag: Option<&std::path::Path>) -> Check {
         }
         Err(e) => {
             let c = check(
-                "lockfile",
+                area,
                 Status::Problem,
                 format!("`{}` does not load: {}", path.display(), e.one_line()),
             );

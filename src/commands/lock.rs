@@ -30,7 +30,7 @@ pub async fn run(
         .unwrap_or_else(|| std::path::PathBuf::from(paths::LOCKFILE_NAME));
     crate::signing::warn_if_stale_before(&path);
     let exit = lock_at(&path, args, trust).await?;
-    crate::signing::warn_if_stale(&path);
+    crate::signing::warn_after_write(&path, trust);
     Ok(exit)
 }
 

@@ -585,6 +585,30 @@ pub fn warn_if_stale_before(lockfile: &Path) {
     }
 }
 
+/// After `lock` or `import` wrote the lockfile, one warning when it has no valid signature:
+/// with an allowed-signers file in force, that proxies refuse its servers until a signer it
+/// lists runs `mcpsum sign` (a new lockfile is unsigned, a changed one no longer matches);
+/// without one, only a signature that no longer matches ([`warn_if_stale`]). An anchor that
+/// cannot be read is left to the next command that needs it, which refuses naming it.
+pub fn warn_after_write(lockfile: &Path, trust: &Trust) {
+    let Ok(Some(anchor)) = trust.anchor_for(lockfile) else {
+        return warn_if_stale(lockfile);
+    };
+    let Ok(bytes) = fs_err::read(lockfile) else {
+        return;
+    };
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    if let State::Invalid { detail, .. } = judge(&sig_path(lockfile), &bytes, Some(&anchor), now) {
+        crate::output::warn(&format!(
+            "`{}` has no valid signature: {detail}; the allowed signers `{}` ({}) are in force, so proxies will refuse its servers until a signer listed there reviews it and runs `mcpsum sign`, then commits `{}`",
+            lockfile.display(),
+            anchor.path.display(),
+            anchor.source.how(),
+            sig_path(lockfile).display()
+        ));
+    }
+}
+
 /// After `lock` or `import` wrote the lockfile: if it has a signature that no longer matches,
 /// says so and that `mcpsum sign` is next.
 pub fn warn_if_stale(lockfile: &Path) {

@@ -175,7 +175,7 @@ pub async fn run(
 
     let mut all_rewrites = Vec::new();
     for g in &groups {
-        crate::signing::warn_if_stale(&g.lockfile);
+        crate::signing::warn_after_write(&g.lockfile, trust);
         let lockfile = g.lockfile.clone();
         all_rewrites.extend(rewrites(&g.files, &g.plan, &program, &lockfile, |n| {
             locked.contains(&(lockfile.clone(), n.to_owned()))
