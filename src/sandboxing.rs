@@ -319,6 +319,14 @@ pub fn prepare(
 /// Whether the sandbox of `argv` (server `server`'s) can be planned here (paths exist, no
 /// protected path is writable), without starting anything: the proxy checks it before it
 /// answers a client.
+///
+/// This plan is dropped on purpose. [`prepare`] plans again at spawn. The launcher re-checks
+/// each rule at launch: a path swapped for a link, a bind mount of `/` or a protected home, a
+/// write rule that now covers a protected path. It does not re-check a derived read rule (the
+/// runtime base, a command's or interpreter's prefix) against the lists only the plan holds:
+/// the credential paths with their link targets, the homes in `/etc/passwd`, the state
+/// directory for write rules. Those come from the filesystem as it is when the plan is made.
+/// Reusing this plan would judge them as they were before the handshake and the pin check.
 pub fn check(server: &str, argv: &[String], spec: &SandboxSpec) -> Result<(), String> {
     let (req, _) = request(server, argv, spec, Vec::new())?;
     mcpsum_sandbox::plan(&req).map(drop).map_err(not_started)

@@ -604,6 +604,8 @@ pub fn plan_with_view(
     for rule in runtime_base_rules() {
         push_unique(&mut read, rule);
     }
+    // The runtime base rules, first in `read`, already name real paths (resolved just above).
+    let already_real = read.len();
     for (p, origin) in command_prefixes(&program, &path_var, &avoid)? {
         push_unique(
             &mut read,
@@ -679,8 +681,9 @@ pub fn plan_with_view(
     }
 
     // Rules name real paths, so the launcher can tell a path swapped for a link after this
-    // point (it compares each opened descriptor's real path with the rule's).
-    for rule in read.iter_mut().chain(write.iter_mut()) {
+    // point (it compares each opened descriptor's real path with the rule's). The runtime base
+    // was resolved in this plan already: resolving it again would only repeat its system calls.
+    for rule in read.iter_mut().skip(already_real).chain(write.iter_mut()) {
         if let PolicyPath::Host(p) = &rule.path {
             rule.path = PolicyPath::Host(crate::policy::canonical_or_lexical(p));
         }
@@ -1824,6 +1827,55 @@ mod tests {
                 .iter()
                 .any(|r| r.path == PolicyPath::Host(root.join("real")))
         );
+    }
+
+    /// The plan skips re-resolving the runtime base (resolved once already): the whole plan must
+    /// be what resolving every rule again gives, for a realistic request (an `env python3`
+    /// script, policy paths through a link, a missing path and a `${TMP}` path, write rules).
+    #[test]
+    fn resolving_every_rule_again_changes_no_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        fs_err::create_dir_all(root.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        let srv = root.join("app/bin/srv");
+        fs_err::create_dir_all(srv.parent().unwrap()).unwrap();
+        exe(&srv, "#!/usr/bin/env python3\nprint()\n");
+        let mut req = request(
+            &[srv.to_str().unwrap(), "--stdio"],
+            vec![
+                root.join("link/sub"),
+                root.join("missing/a"),
+                PathBuf::from("/lib"),
+                PathBuf::from("/etc/localtime"),
+            ],
+            &root.join("home"),
+        );
+        req.policy
+            .read
+            .push(("filesystem.read[9]".into(), PolicyPath::Tmp("data".into())));
+        req.policy.write.push((
+            "filesystem.write[0]".into(),
+            PolicyPath::Host(root.join("link")),
+        ));
+        req.state_dir = root.join("state");
+        let got = plan_for_kernel(&req, 7).unwrap();
+        let mut again = got.clone();
+        for rule in again.read.iter_mut().chain(again.write.iter_mut()) {
+            if let PolicyPath::Host(p) = &rule.path {
+                rule.path = PolicyPath::Host(crate::policy::canonical_or_lexical(p));
+            }
+        }
+        assert_eq!(got, again);
+        // The base is in the plan, in its order, exactly as `runtime_base_rules` gives it.
+        let base = runtime_base_rules();
+        assert_eq!(got.read[..base.len()], base[..]);
+        for r in &base {
+            let PolicyPath::Host(p) = &r.path else {
+                panic!("{r:?}")
+            };
+            assert_eq!(p, &crate::policy::canonical_or_lexical(p), "{r:?}");
+        }
     }
 
     #[test]
