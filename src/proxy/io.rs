@@ -402,11 +402,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
     // Approval prompts that get no answer time out (the timer runs only while one is open).
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The loop sleeps in the reactor when neither peer has anything for it: it does not poll.
-    // Polling for 100 µs after each message (sched_yield between turns) was tried: on a quiet
-    // two-CPU VM the added latency per call was then 27-35 µs at 72-82 µs of CPU per call,
-    // against 12-13 µs at 14-16 µs sleeping (`bench --only proxy`, interleaved runs); a CPU
-    // kept busy likely sends the peers' wake-ups to the other, halted one.
+    // When the last message passed: for a short while after it, the loop polls instead of
+    // sleeping (see `SPIN`).
+    let mut last_message = std::time::Instant::now();
     let exit = if client_gone {
         End::ClientLeft
     } else {
@@ -432,9 +430,10 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                     let (client_room, server_room) = (io.client_room(), io.server_room());
                     let client_busy = io.to_client.busy();
                     let server_busy = io.to_server.busy();
+                    let spin = last_message.elapsed() < SPIN;
                     let timed = core.wants_tick();
                     tokio::select! {
-                        // Input first: a ready line never loses a draw to a write.
+                        // Input first, polling last: a ready line never loses a draw to a turn.
                         biased;
                         _ = tick.tick(), if timed => Link::Tick,
                         frame = client_in.next_frame(), if client_room => Link::Client(frame),
@@ -442,9 +441,13 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                         () = drain(&mut io.to_client), if client_busy => Link::Written,
                         () = drain(&mut io.to_server), if server_busy => Link::Written,
                         _ = &mut signalled => break End::Signal,
+                        () = tokio::task::yield_now(), if spin => Link::Spin,
                     }
                 }
             };
+            if matches!(event, Link::Client(Ok(Some(_))) | Link::Server(Ok(Some(_)))) {
+                last_message = std::time::Instant::now();
+            }
             match event {
                 Link::Client(Ok(Some(Frame::Line(line)))) => core.on_client_line(line),
                 Link::Client(Ok(Some(Frame::TooLong(n)))) => {
@@ -458,6 +461,9 @@ pub async fn run(lockfile_flag: Option<&std::path::Path>, opts: &ProxyOptions) -
                 Link::Server(Ok(None) | Err(_)) => break End::ServerExited,
                 Link::Tick => core.on_tick(),
                 Link::Written => {}
+                // Gives the processor to a peer woken on this one (the wake-up just sent usually
+                // lands here), so that polling never delays the peer it waits for.
+                Link::Spin => std::thread::yield_now(),
             }
         }
     };
@@ -567,6 +573,13 @@ const EARLY_MAX: usize = 64;
 /// After the client closed its stdin, how long the answers to its requests still in flight
 /// may take to reach it (the specification's "wait briefly" before the server is ended).
 const LAST_ANSWERS: Duration = Duration::from_secs(5);
+/// How long after a message the main loop keeps polling both peers (each turn asks the kernel,
+/// without blocking, whether a pipe is readable) rather than sleeping until one is. A request's
+/// answer or a client's next request usually follows within this; catching it while awake saves
+/// the wake-up of a sleeping thread, which on an idle (virtual) machine costs tens of
+/// microseconds per hop. The price is at most this much CPU time after each message; a busy
+/// link never waits, so never polls.
+const SPIN: Duration = Duration::from_micros(100);
 
 /// The output of `f` if it is ready without waiting.
 fn ready<F: std::future::Future>(f: F) -> Option<F::Output> {
@@ -615,6 +628,8 @@ enum Link {
     Server(std::io::Result<Option<Frame>>),
     Tick,
     Written,
+    /// Nothing yet, while polling instead of sleeping.
+    Spin,
 }
 
 enum End {
