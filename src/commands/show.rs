@@ -138,11 +138,11 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
     }
     s.push_str(&format!("  server       {server}\n"));
     s.push_str(&format!(
-        "  surface      {} tools, {} prompts, {} resources, {} templates, instructions {}\n",
-        e.tools.len(),
-        e.prompts.len(),
-        e.resources.len(),
-        e.resource_templates.len(),
+        "  surface      {}, {}, {}, {}, instructions {}\n",
+        count(e.tools.len(), "tool"),
+        count(e.prompts.len(), "prompt"),
+        count(e.resources.len(), "resource"),
+        count(e.resource_templates.len(), "template"),
         if e.instructions.is_some() {
             "yes"
         } else {
@@ -427,6 +427,11 @@ impl<'a> JsonEntry<'a> {
             surface_digest: &e.digests.surface,
         }
     }
+}
+
+/// `n noun`, the noun plural unless `n` is 1: `1 prompt`, `0 templates`.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// How many items of each kind an entry pins, as people read it: `1 tool, 0 prompts, ...`.
