@@ -138,11 +138,8 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
     }
     s.push_str(&format!("  server       {server}\n"));
     s.push_str(&format!(
-        "  surface      {}, {}, {}, {}, instructions {}\n",
-        count(e.tools.len(), "tool"),
-        count(e.prompts.len(), "prompt"),
-        count(e.resources.len(), "resource"),
-        count(e.resource_templates.len(), "template"),
+        "  surface      {}, instructions {}\n",
+        item_counts(e),
         if e.instructions.is_some() {
             "yes"
         } else {
@@ -429,13 +426,8 @@ impl<'a> JsonEntry<'a> {
     }
 }
 
-/// `n noun`, the noun plural unless `n` is 1: `1 prompt`, `0 templates`.
-fn count(n: usize, noun: &str) -> String {
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
-}
-
 /// How many items of each kind an entry pins, as people read it: `1 tool, 0 prompts, ...`.
-pub(crate) fn item_counts(entry: &crate::lockfile::ServerEntry) -> String {
+pub(crate) fn item_counts<I>(entry: &crate::lockfile::Entry<I>) -> String {
     crate::lockfile::Kind::ALL
         .iter()
         .map(|k| {

@@ -564,18 +564,20 @@ fn alongside<C: Send, T>(
     })
 }
 
+/// The lockfile's signature file, when there is one that no longer matches the lockfile's
+/// bytes (judged without an anchor: whether it matches, not whom it trusts).
+fn stale_signature(lockfile: &Path) -> Option<PathBuf> {
+    let sig_file = sig_path(lockfile);
+    sig_file.symlink_metadata().ok()?;
+    let bytes = fs_err::read(lockfile).ok()?;
+    matches!(judge(&sig_file, &bytes, None, 0), State::Invalid { .. }).then_some(sig_file)
+}
+
 /// Before a command changes the lockfile: if it has a signature that already no longer matches
 /// it, says so, so that the warning after the write is not read as this command's change alone
 /// (signing then would vouch for whatever else changed, another person's edit among it).
 pub fn warn_if_stale_before(lockfile: &Path) {
-    let sig_file = sig_path(lockfile);
-    if sig_file.symlink_metadata().is_err() {
-        return;
-    }
-    let Ok(bytes) = fs_err::read(lockfile) else {
-        return;
-    };
-    if let State::Invalid { .. } = judge(&sig_file, &bytes, None, 0) {
+    if let Some(sig_file) = stale_signature(lockfile) {
         crate::output::warn(&format!(
             "`{}` had already changed since `{}` signed it, before this command: the next `mcpsum sign` vouches for that change too; review the whole change since the signature (`git diff` of `{}` against the signed commit), not only this command's",
             lockfile.display(),
@@ -612,14 +614,7 @@ pub fn warn_after_write(lockfile: &Path, trust: &Trust) {
 /// After `lock` or `import` wrote the lockfile: if it has a signature that no longer matches,
 /// says so and that `mcpsum sign` is next.
 pub fn warn_if_stale(lockfile: &Path) {
-    let sig_file = sig_path(lockfile);
-    if sig_file.symlink_metadata().is_err() {
-        return;
-    }
-    let Ok(bytes) = fs_err::read(lockfile) else {
-        return;
-    };
-    if let State::Invalid { .. } = judge(&sig_file, &bytes, None, 0) {
+    if let Some(sig_file) = stale_signature(lockfile) {
         crate::output::warn(&format!(
             "`{}` changed, and its signature `{}` no longer matches it; review the change, then run `mcpsum sign` (a listed signer) and commit both files",
             lockfile.display(),
