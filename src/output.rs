@@ -148,12 +148,7 @@ fn end_if_stdout_closed(result: std::io::Result<()>) {
 pub fn stdout_json<T: serde::Serialize>(doc: &T) {
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() {
-        let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
-        text.push('\n');
-        let safe = terminal_json(&text);
-        let mut out = std::io::stdout().lock();
-        end_if_stdout_closed(out.write_all(safe.as_bytes()).and_then(|()| out.flush()));
-        return;
+        return stdout_json_text(&json_text(doc));
     }
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let result = serde_json::to_writer_pretty(&mut out, doc)
@@ -161,6 +156,25 @@ pub fn stdout_json<T: serde::Serialize>(doc: &T) {
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
     end_if_stdout_closed(result);
+}
+
+/// `doc` as [`stdout_json`] writes it (pretty, a newline, terminal-safe on a terminal), as a
+/// text to write later with [`stdout_json_text`].
+pub fn json_text<T: serde::Serialize>(doc: &T) -> String {
+    use std::io::IsTerminal;
+    let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    text.push('\n');
+    if std::io::stdout().is_terminal() {
+        return terminal_json(&text).into_owned();
+    }
+    text
+}
+
+/// Writes a text made by [`json_text`] to stdout as it is (JSON has nothing for `anstream` to
+/// strip); a closed pipe ends the run quietly, as with [`stdout`].
+pub fn stdout_json_text(text: &str) {
+    let mut out = std::io::stdout().lock();
+    end_if_stdout_closed(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
 }
 
 /// JSON text made safe for a terminal and equal as JSON. In valid JSON, the characters that

@@ -491,20 +491,26 @@ pub fn check(lockfile: &Path, bytes: &[u8], trust: &Trust) -> Result<Status> {
 }
 
 /// [`check`] when an anchor is in force, while `work` runs on this thread (the parse of the
-/// same bytes); nothing at all (not even reading the signature) when none is, for commands that
-/// only need the refusal (`show`). A refusal comes before whatever `work` returned.
+/// same bytes, and whatever can be prepared from it without showing anything); nothing at all
+/// (not even reading the signature) when none is, for commands that only need the refusal
+/// (`show`). `work` is told whether a check runs beside it. A refusal comes before whatever
+/// `work` returned.
 pub fn enforce<T>(
     lockfile: &Path,
     bytes: &[u8],
     trust: &Trust,
-    work: impl FnOnce() -> T,
+    work: impl FnOnce(bool) -> T,
 ) -> Result<T> {
     let Some(anchor) = trust.anchor_for(lockfile)? else {
-        return Ok(work());
+        return Ok(work(false));
     };
     let sig_file = sig_path(lockfile);
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let (state, done) = alongside(true, || judge(&sig_file, bytes, Some(&anchor), now), work);
+    let (state, done) = alongside(
+        true,
+        || judge(&sig_file, bytes, Some(&anchor), now),
+        || work(true),
+    );
     let status = Status {
         state,
         sig_file,

@@ -344,6 +344,12 @@ fn refused(w: &World, anchor: &Path, words: &[&str]) {
             "mcpsum sign",
             anchor.to_str().unwrap(),
         ]);
+        // Nothing of what the lockfile pins is shown (`show` makes its text beside the check).
+        match args[..] {
+            ["show"] => assert_eq!(r.stdout, ""),
+            ["show", "--json"] => assert_eq!(r.json().get("servers"), None),
+            _ => {}
+        }
     }
     let r = run_with(w, anchor, &["verify", "--json"]);
     r.code(2);
