@@ -3,14 +3,16 @@
 //! cannot see otherwise (a proxy that cannot start tells its client why, environment hints,
 //! unset `envPassthrough` variables).
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{PYTHON, Run, World, bundled_scenario, snapshot_settings, test_dep};
+use crate::support::{
+    PYTHON, Run, World, bundled_scenario, initialize, initialized, pipe, snapshot_settings,
+    test_dep,
+};
 
 fn tools(names: &[&str]) -> Value {
     Value::Array(
@@ -322,60 +324,16 @@ fn suggest_policy_write_adds_the_labels_to_the_entry() {
 
 // ----- a proxy that cannot start -----
 
-/// Runs `mcpsum proxy` with `lines` on stdin (then EOF) and `env`; the exit code, the parsed
-/// stdout lines and stderr.
-fn proxy_with(
-    w: &World,
-    args: &[&str],
-    lines: &[Value],
-    env: &[(&str, &str)],
-) -> (Run, Vec<Value>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpsum"))
-        .env_clear()
-        .env("MCPSUM_STATE_DIR", w.path().join("state"))
-        .env("HOME", w.path().join("home"))
-        .envs(env.iter().copied())
-        .current_dir(w.path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mcpsum proxy");
-    let mut stdin = child.stdin.take().unwrap();
-    for l in lines {
-        let mut bytes = serde_json::to_vec(l).unwrap();
-        bytes.push(b'\n');
-        stdin.write_all(&bytes).unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let run = Run::from_output(out);
-    let msgs = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("proxy stdout is JSON lines"))
-        .collect();
-    (run, msgs)
-}
-
-fn initialize(id: u64) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-}
-
 #[test]
 fn a_proxy_without_a_lockfile_tells_the_client_why_and_audits_it() {
     let w = World::new();
-    let (r, msgs) = proxy_with(
-        &w,
-        &["proxy", "--name", "time"],
+    let (r, msgs) = pipe(
+        w.bare_cmd().args(["proxy", "--name", "time"]),
         &[
-            initialize(1),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            initialize(1, "2025-11-25"),
+            initialized(),
             json!([{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 3, "method": "ping"}]),
         ],
-        &[],
     );
     r.code(2)
         .stderr_has(&["error: no `mcp.lock` for server `time` in `"]);
@@ -415,18 +373,9 @@ fn a_proxy_for_an_unknown_name_names_the_servers_there_are() {
     let w = World::new();
     let a = w.scenario("a", &scenario(&["one"]));
     w.lock_fake("alpha", &a, &[]).code(0);
-    let lockfile = w.lockfile();
-    let (r, msgs) = proxy_with(
-        &w,
-        &[
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            "alhpa",
-        ],
-        &[initialize(1)],
-        &[],
+    let (r, msgs) = pipe(
+        w.cmd().args(["proxy", "--name", "alhpa"]),
+        &[initialize(1, "2025-11-25")],
     );
     r.code(2);
     let message = msgs[0]["error"]["message"].as_str().unwrap();
@@ -444,22 +393,13 @@ fn a_server_that_dies_at_start_is_reported_to_the_client_with_its_stderr() {
     w.lock_fake("alpha", &a, &[]).code(0);
     // The fake cannot read its scenario now: it dies at start with a traceback.
     std::fs::write(&a, "not json").unwrap();
-    let lockfile = w.lockfile();
-    let (r, msgs) = proxy_with(
-        &w,
+    let (r, msgs) = pipe(
+        w.cmd().args(["proxy", "--name", "alpha"]),
         &[
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            "alpha",
-        ],
-        &[
-            initialize(1),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            initialize(1, "2025-11-25"),
+            initialized(),
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
         ],
-        &[],
     );
     r.code(2).stderr_has(&["cannot start server `alpha`"]);
     // The handshake is answered from the lock; the list gets the start's error.
@@ -563,19 +503,7 @@ fn a_proxy_warns_of_unset_passthrough_variables() {
         .args(["lock", "--name", "alpha", "--env", "MCPSUM_IT_TOKEN", "--"])
         .args(crate::support::fake_argv(&a));
     Run::from_output(cmd.output().unwrap()).code(0);
-    let lockfile = w.lockfile();
-    let (r, _) = proxy_with(
-        &w,
-        &[
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            "alpha",
-        ],
-        &[],
-        &[],
-    );
+    let (r, _) = pipe(w.cmd().args(["proxy", "--name", "alpha"]), &[]);
     r.code(0).stderr_has(&[
         "server `alpha` lists `MCPSUM_IT_TOKEN` in `envPassthrough`, but it is not set",
     ]);
@@ -586,17 +514,11 @@ fn a_proxy_warns_of_unset_passthrough_variables() {
     assert_eq!(unset.len(), 1);
     assert_eq!(unset[0]["variables"], json!(["MCPSUM_IT_TOKEN"]));
     // Set, nothing is said.
-    let (r, _) = proxy_with(
-        &w,
-        &[
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            "alpha",
-        ],
+    let (r, _) = pipe(
+        w.cmd()
+            .env("MCPSUM_IT_TOKEN", "y")
+            .args(["proxy", "--name", "alpha"]),
         &[],
-        &[("MCPSUM_IT_TOKEN", "y")],
     );
     assert!(!r.stderr.contains("envPassthrough"), "{}", r.stderr);
 }
@@ -900,19 +822,10 @@ fn taint_list_filters_by_server() {
     let w = World::new();
     let a = w.scenario("a", &scenario(&["one"]));
     w.lock_fake("alpha", &a, &[]).code(0);
-    let lockfile = w.lockfile();
     // A proxy whose client leaves at once: its session ends with it.
-    let (r, _) = proxy_with(
-        &w,
-        &[
-            "--lockfile",
-            lockfile.to_str().unwrap(),
-            "proxy",
-            "--name",
-            "alpha",
-        ],
-        &[initialize(1)],
-        &[],
+    let (r, _) = pipe(
+        w.cmd().args(["proxy", "--name", "alpha"]),
+        &[initialize(1, "2025-11-25")],
     );
     r.code(0);
     let all = w.run(&["taint", "list", "--json"]).json();

@@ -3,15 +3,14 @@
 //! `--write` then `--undo` byte for byte, environment values never shown, remote entries listed,
 //! servers really locked and reachable through the rewritten entries, and the refusals.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::{
-    PYTHON, Run, World, example_scenario, fake_server, repo, snapshot_settings, starts,
+    Client, PYTHON, Run, World, example_scenario, fake_server, repo, snapshot_settings, starts,
     transcript_events,
 };
 
@@ -506,45 +505,19 @@ fn a_rewritten_entry_serves_the_locked_server() {
         .map(|a| a.as_str().unwrap().to_owned())
         .collect();
     // The client sets the entry's `env` for mcpsum (it never changed), plus its own basics.
-    let mut child = Command::new(entry["command"].as_str().unwrap())
-        .args(&args)
+    let mut cmd = Command::new(entry["command"].as_str().unwrap());
+    cmd.args(&args)
         .env_clear()
         .env("NOTES_TOKEN", "value-set-by-the-client")
         .env("MCPSUM_STATE_DIR", s.w.path().join("state"))
-        .current_dir(s.w.path().join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut ask = |stdin: &mut std::process::ChildStdin, msg: Value| -> Value {
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
-    };
-    let init = ask(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
-    );
+        .current_dir(s.w.path().join("home"));
+    let mut client = Client::spawn(cmd, None).with_version("2025-11-25");
+    let init = client.hello();
     assert_eq!(
         init["result"]["serverInfo"]["name"], "example-notes",
         "{init}"
     );
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .unwrap();
-    let tools = ask(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    );
+    let tools = client.request_next("tools/list", json!({}));
     let names: Vec<&str> = tools["result"]["tools"]
         .as_array()
         .unwrap()
@@ -552,8 +525,7 @@ fn a_rewritten_entry_serves_the_locked_server() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["add", "echo"]);
-    drop(stdin);
-    let _ = child.wait();
+    client.finish();
 }
 
 #[test]
@@ -911,35 +883,19 @@ fn user_level_configs_lock_into_the_user_lockfile() {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    let mut child = Command::new(entry["command"].as_str().unwrap())
-        .args(&args)
+    let mut cmd = Command::new(entry["command"].as_str().unwrap());
+    cmd.args(&args)
         .env_clear()
         .env("NOTES_TOKEN", "value-set-by-the-client")
         .env("MCPSUM_STATE_DIR", s.w.path().join("state"))
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    )
-    .unwrap();
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let init: Value = serde_json::from_str(&line).unwrap();
+        .current_dir("/");
+    let mut client = Client::spawn(cmd, None).with_version("2025-11-25");
+    let init = client.hello();
     assert_eq!(
         init["result"]["serverInfo"]["name"], "example-notes",
         "{init}"
     );
-    drop(stdin);
-    let _ = child.wait();
+    client.finish();
 
     // Outside any project, a reading command names the user-level lockfile.
     let r = bare(&s, Path::new("/"), true, &["verify"]);

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Run, World, test_dep};
+use crate::support::{self, Run, World, initialize, initialized, pipe, test_dep};
 
 const SPEC: &str = "mcp-server-time==2026.10.19";
 
@@ -511,48 +511,27 @@ fn append_to(file: &Path, code: &str) {
     std::fs::write(file, text).unwrap();
 }
 
-/// Runs `mcpsum proxy --name time` with `lines` on its stdin, then closes it: the answers by
-/// id, and the run.
-fn proxy_session(p: &Pin, lines: &[Value]) -> (BTreeMap<i64, Value>, Run) {
-    use std::io::Write;
-    let mut child = p
-        .cmd()
-        .args(["proxy", "--name", "time"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for l in lines {
-        writeln!(stdin, "{l}").unwrap();
-    }
-    drop(stdin);
-    let r = Run::from_output(child.wait_with_output().unwrap());
-    let answers = r
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+/// `mcpsum proxy --name time` sent a handshake and a `tools/list` at once (then EOF): the
+/// answers by id, and the run.
+fn handshake_and_list(p: &Pin) -> (BTreeMap<i64, Value>, Run) {
+    let lines = [
+        initialize(1, "2025-06-18"),
+        initialized(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let (r, msgs) = pipe(p.cmd().args(["proxy", "--name", "time"]), &lines);
+    let answers = msgs
+        .into_iter()
         .filter_map(|v| Some((v["id"].as_i64()?, v)))
         .collect();
     (answers, r)
-}
-
-fn handshake_and_list() -> Vec<Value> {
-    vec![
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    ]
 }
 
 #[test]
 fn proxy_answers_the_handshake_from_the_lock_and_never_runs_a_changed_install() {
     let Some(p) = Pin::new() else { return };
     p.lock(&[]).code(0);
-    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    let (answers, r) = handshake_and_list(&p);
     r.code(0);
     assert!(answers[&2]["result"]["tools"].is_array(), "{r:#?}");
 
@@ -566,7 +545,7 @@ fn proxy_answers_the_handshake_from_the_lock_and_never_runs_a_changed_install() 
             mark.display().to_string()
         ),
     );
-    let (answers, r) = proxy_session(&p, &handshake_and_list());
+    let (answers, r) = handshake_and_list(&p);
     assert_ne!(r.code, 0, "{r:#?}");
     // The handshake is answered from the lock while the install is checked ...
     assert!(answers[&1]["result"]["serverInfo"].is_object(), "{r:#?}");

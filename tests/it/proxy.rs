@@ -14,7 +14,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Client, ERAS, Era, PYTHON, World, fake_argv, snapshot_settings, test_dep, transcript_events,
+    Client, ERAS, Era, PYTHON, World, fake_argv, initialize, snapshot_settings, test_dep,
+    transcript_events,
 };
 
 const MODERN: &str = "2026-07-28";
@@ -3247,9 +3248,7 @@ fn a_client_that_closes_stdin_after_its_requests_gets_the_answers() {
     let w = World::new();
     let t = w.transcript("eof");
     lock(&w, "eof", &full_scenario(Era::Legacy, &t));
-    let init = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "eof-test", "version": "1"}}});
+    let init = initialize("init", "2025-06-18");
     let call = |id: &str, tool: &str, args: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": tool, "arguments": args}})
@@ -3534,4 +3533,140 @@ fn malformed_objects_get_invalid_request_alone_and_in_batches() {
     let r = px.call(json!(1), "echo", json!({}));
     assert!(r.get("result").is_some(), "{r:#}");
     assert_eq!(px.finish(), 0);
+}
+
+// ----- what a client (and the person behind it) reads, snapshotted -----
+
+/// `method params` and the error it got, as a client shows it: the code, the message and the
+/// data, one block a request. A proper 2026-07-28 `_meta` (version and `{}` capabilities) is
+/// left out of the params shown, so the block reads the same from a client of either era.
+fn refusal_block(method: &str, params: &Value, resp: &Value) -> String {
+    let mut shown = params.clone();
+    let proper = json!({META_VERSION: MODERN, META_CAPS: {}});
+    if let Some(obj) = shown.as_object_mut()
+        && obj.get("_meta") == Some(&proper)
+    {
+        obj.remove("_meta");
+    }
+    format!(
+        "{method} {shown}\n{}\n",
+        serde_json::to_string_pretty(error_of(resp)).unwrap()
+    )
+}
+
+/// Sends each request (its params exactly as written) and returns their [`refusal_block`]s.
+fn refusals(px: &mut Px, requests: &[(&str, Value)]) -> String {
+    let mut out = String::new();
+    for (i, (method, params)) in requests.iter().enumerate() {
+        let id = json!(format!("r{i}"));
+        px.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let r = px.response(&id);
+        out.push_str(&refusal_block(method, params, &r));
+    }
+    out
+}
+
+/// [`refusals`] of the same requests in this client's era, asserted the same for every era.
+fn refusals_in_every_era(start: impl Fn(Era) -> (World, Px), requests: &[(&str, Value)]) -> String {
+    let mut seen: Option<String> = None;
+    for client in ERAS {
+        let (w, mut px) = start(client);
+        let requests: Vec<(&str, Value)> = requests
+            .iter()
+            .map(|(m, p)| (*m, px.params(p.clone())))
+            .collect();
+        let out = w.redact(&refusals(&mut px, &requests));
+        assert_eq!(px.finish(), 0);
+        if let Some(before) = &seen {
+            assert_eq!(before, &out, "{client:?}: the refusal depends on the era");
+        }
+        seen = Some(out);
+    }
+    seen.unwrap_or_default()
+}
+
+/// A quarantined server's refusal (-32002) as a client of either era reads it: what drifted,
+/// and the command that reviews it.
+#[test]
+fn the_quarantine_refusal_as_clients_read_it() {
+    let start = |client| {
+        let w = World::new();
+        let t = w.transcript("q");
+        let mut sc = full_scenario(Era::Legacy, &t);
+        let path = lock(&w, "q", &sc);
+        sc["tools"] = drifted_tools();
+        std::fs::write(&path, serde_json::to_vec(&sc).unwrap()).unwrap();
+        let mut px = Px::start(&w, "q", client);
+        px.hello();
+        (w, px)
+    };
+    let out = refusals_in_every_era(
+        start,
+        &[("tools/call", json!({"name": "echo", "arguments": {}}))],
+    );
+    snapshot_settings().bind(|| insta::assert_snapshot!("refusal_quarantined", out));
+}
+
+/// Requests 2026-07-28 removed, sent by a 2026-07-28 client: what it is told.
+#[test]
+fn removed_methods_as_a_modern_client_reads_them() {
+    let (_w, _t, mut px) = started(Era::Modern, "rm", Era::Modern);
+    let requests: Vec<(&str, Value)> = [
+        ("ping", json!({})),
+        ("logging/setLevel", json!({"level": "info"})),
+        ("resources/subscribe", json!({"uri": "notes://inbox"})),
+        ("resources/unsubscribe", json!({"uri": "notes://inbox"})),
+    ]
+    .into_iter()
+    .map(|(m, p)| (m, px.params(p)))
+    .collect();
+    let out = refusals(&mut px, &requests);
+    assert_eq!(px.finish(), 0);
+    snapshot_settings().bind(|| insta::assert_snapshot!("refusal_removed_methods", out));
+}
+
+/// A 2026-07-28 request whose `_meta` names another version or lacks the capabilities, or a
+/// discovery without `_meta`: what the client is told.
+#[test]
+fn bad_meta_as_a_modern_client_reads_it() {
+    let (_w, _t, mut px) = started(Era::Modern, "mm", Era::Modern);
+    let requests = [
+        (
+            "tools/list",
+            json!({"_meta": {META_VERSION: "2025-11-25", META_CAPS: {}}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "echo", "arguments": {}, "_meta": {META_VERSION: "1999-01-01", META_CAPS: {}}}),
+        ),
+        ("tools/list", json!({"_meta": {META_VERSION: MODERN}})),
+        ("server/discover", json!({})),
+    ];
+    let out = refusals(&mut px, &requests);
+    assert_eq!(px.finish(), 0);
+    snapshot_settings().bind(|| insta::assert_snapshot!("refusal_bad_meta", out));
+}
+
+/// A prompt and a resource that are not in the lock, asked for by a client of either era.
+#[test]
+fn unlocked_prompt_and_resource_as_clients_read_them() {
+    let start = |client| {
+        let (w, _t, px) = started(Era::Legacy, "l", client);
+        (w, px)
+    };
+    let prompt = refusals_in_every_era(
+        start,
+        &[(
+            "prompts/get",
+            json!({"name": "ghost_prompt", "arguments": {"who": "x"}}),
+        )],
+    );
+    let resource = refusals_in_every_era(
+        start,
+        &[("resources/read", json!({"uri": "notes://ghost/1"}))],
+    );
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("refusal_unlocked_prompt", prompt);
+        insta::assert_snapshot!("refusal_unlocked_resource", resource);
+    });
 }

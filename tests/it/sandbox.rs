@@ -1767,10 +1767,28 @@ fn sandbox_test_report_as_people_read_it() {
     r.code(0);
     let r = w.run(&["sandbox", "test", "--name", "probe"]);
     r.code(0);
-    let host_only = ["TLS private keys", "landlock resolve-unix"];
-    let text: String = support::redact_paths(&r.stdout, &w.root)
+    let text = report_text(&r.stdout, &w);
+    report_settings().bind(|| insta::assert_snapshot!("sandbox_test_report", text));
+}
+
+/// Rows that exist only where the host has the file or the kernel the feature.
+const HOST_ONLY_ROWS: [&str; 2] = ["TLS private keys", "landlock resolve-unix"];
+
+/// Whether a report's row (or layer) `line` exists only on some hosts: [`HOST_ONLY_ROWS`], and
+/// the credential files of the machine's own homes (root's `/root/.npmrc`, say) that happen to
+/// exist; those of the world's home are always there.
+fn host_only(line: &str, w: &Sbx) -> bool {
+    HOST_ONLY_ROWS.iter().any(|h| line.contains(h))
+        || line.starts_with("read credential ") && !line.contains(&w.s(""))
+}
+
+/// A human `sandbox test` report with the world's paths redacted, [`host_only`] rows left out
+/// and runs of spaces squeezed (column widths follow the lengths of paths).
+fn report_text(stdout: &str, w: &Sbx) -> String {
+    stdout
         .lines()
-        .filter(|l| !host_only.iter().any(|h| l.contains(h)))
+        .filter(|l| !host_only(l, w))
+        .map(|l| support::redact_paths(l, &w.root))
         .map(|l| {
             let cells: Vec<&str> = l
                 .split("  ")
@@ -1780,27 +1798,119 @@ fn sandbox_test_report_as_people_read_it() {
             let indent = if l.starts_with("  ") { "  " } else { "" };
             format!("{indent}{}\n", cells.join("  "))
         })
-        .collect();
+        .collect()
+}
+
+/// Snapshot settings for `sandbox test` reports: what the machine decides is filtered (the
+/// probe's folder, socket, port, the Landlock ABI, counts).
+fn report_settings() -> insta::Settings {
     let mut settings = support::snapshot_settings();
-    for (pattern, replacement) in [
-        (r"/tmp/mcpsum-probe-[A-Za-z0-9]+", "[PROBE-DIR]"),
-        (r"@mcpsum-probe-[0-9-]+…?", "@[PROBE-SOCKET]"),
-        (r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]"),
-        (r"\bABI \d+", "ABI [N]"),
-        (r"Landlock ABI  \d+  \d+", "Landlock ABI  [N]  [N]"),
-        (r"\(\d+ checks\)", "([N] checks)"),
-        // passwd's home of `nobody` is missing, unless something made it (then only root
-        // may enter it): refused outside the sandbox either way, with the machine's errno.
-        (
-            r"(read home /nonexistent  refused  refused \(EACCES); [a-z ]+ too\)",
-            "$1; [REFUSED OUTSIDE TOO])",
-        ),
-        (r"\d+ rules -> ", "[N] rules -> "),
-    ] {
+    for (pattern, replacement) in REPORT_FILTERS {
         settings.add_filter(pattern, replacement);
     }
-    settings.bind(|| insta::assert_snapshot!("sandbox_test_report", text));
+    settings
 }
+
+/// Whether the snapshots taken as root can be: they show root's task limit in a pids cgroup of
+/// its own (without one the rows differ, as
+/// `a_root_server_without_a_pids_cgroup_starts_and_says_so` checks).
+fn root_snapshot_possible() -> bool {
+    if current_uid() != 0 {
+        eprintln!("skipping: the report is snapshotted as root");
+        return false;
+    }
+    if !pids_cgroup_usable() {
+        eprintln!("skipping: the report as root is snapshotted with a usable pids cgroup");
+        return false;
+    }
+    true
+}
+
+/// `sandbox test --json` as a program reads it, snapshotted as root (the user CI runs as), with
+/// what the machine decides filtered as in [`sandbox_test_report_as_people_read_it`]; the read
+/// set's runtime base (the system files this host has), [`host_only`] rows and layers, and the
+/// Landlock ABI row's numbers are left out.
+#[test]
+fn sandbox_test_json_as_programs_read_it() {
+    if !root_snapshot_possible() {
+        return;
+    }
+    let w = Sbx::new(0);
+    let read = vec![helper("").display().to_string(), w.s("data")];
+    let r = w.lock(
+        "probe",
+        &policy(&read, &[w.s("outside")], &[]),
+        &escape_argv(),
+    );
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let r = w.run(&["sandbox", "test", "--name", "probe", "--json"]);
+    let mut doc = assert_report_passes(&r, "root");
+    let report = &mut doc["report"];
+    let text_of = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+    let layers = report["layers"].as_array_mut().unwrap();
+    layers.retain(|l| !host_only(&text_of(l, "layer"), &w));
+    let read_set = report["read_set"].as_array_mut().unwrap();
+    read_set.retain(|entry| entry[1] != "runtime base");
+    let rows = report["rows"].as_array_mut().unwrap();
+    rows.retain(|row| !host_only(&text_of(row, "check"), &w));
+    for row in rows.iter_mut().filter(|row| row["check"] == "Landlock ABI") {
+        row["expected"] = json!("[N]");
+        row["observed"] = json!("[N]");
+    }
+    let text = support::redact_paths(&serde_json::to_string_pretty(&doc).unwrap(), &w.root);
+    report_settings().bind(|| insta::assert_snapshot!("sandbox_test_json", text));
+}
+
+/// A `sandbox test` that fails (exit 1: the test build drops two seccomp rules) as a person
+/// reads it, as root: the failed rows stand out and the last line says how many.
+#[test]
+fn a_failing_sandbox_test_report_as_people_read_it() {
+    if !root_snapshot_possible() {
+        return;
+    }
+    let mut w = Sbx::new(0);
+    let read = vec![helper("").display().to_string(), w.s("data")];
+    let r = w.lock("probe", &policy(&read, &[], &[]), &escape_argv());
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    let bin = w.p("bin/mcpsum-weakened");
+    std::fs::copy(weakened_binary(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.bin = bin;
+    w.extra_env
+        .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,keyctl".into()));
+    let r = w.run(&["sandbox", "test", "--name", "probe"]);
+    r.code(1);
+    let text = report_text(&r.stdout, &w);
+    report_settings().bind(|| insta::assert_snapshot!("sandbox_test_report_failing", text));
+}
+
+/// The filters of [`report_settings`], for the text report and the `--json` one alike.
+const REPORT_FILTERS: [(&str, &str); 11] = [
+    (r"/tmp/mcpsum-probe-[A-Za-z0-9]+", "[PROBE-DIR]"),
+    (r"@mcpsum-probe-[0-9-]+…?", "@[PROBE-SOCKET]"),
+    (r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]"),
+    (r"\bABI \d+", "ABI [N]"),
+    (r"Landlock ABI  \d+  \d+", "Landlock ABI  [N]  [N]"),
+    (r"\(\d+ checks\)", "([N] checks)"),
+    // passwd's home of `nobody` is missing, unless something made it (then only root
+    // may enter it): refused outside the sandbox either way, with the machine's errno.
+    (
+        r"(read home /nonexistent  refused  refused \(EACCES); [a-z ]+ too\)",
+        "$1; [REFUSED OUTSIDE TOO])",
+    ),
+    (r"\d+ rules -> ", "[N] rules -> "),
+    // Root's task limit: the pids hierarchy's place, and the cgroup named after the pid.
+    (r"below `/sys/fs/cgroup/[^`]*`", "below `[PIDS-HIERARCHY]`"),
+    (r"/mcpsum-\d+\b", "/mcpsum-[PID]"),
+    // How many rows there are depends on the host's files.
+    (r" of \d+ expectations", " of [N] expectations"),
+];
 
 /// Issue 21: a refused file access says whether the sandbox is what refused it. As `nobody`, a
 /// home that only root may enter is refused by plain permissions too (so its row shows nothing

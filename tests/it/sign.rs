@@ -5,13 +5,12 @@
 //! signing, unknown key, wrong namespace, expired) through `verify`, `show`, `sandbox test`,
 //! `suggest-policy` and the proxy, raw and with the Python SDK client.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::support::{World, example_scenario, starts, test_dep};
+use crate::support::{Run, World, example_scenario, initialize, pipe, starts, test_dep};
 
 /// A key pair made by `ssh-keygen` in the world's temp dir.
 struct Key {
@@ -655,45 +654,13 @@ fn verify_reports_the_signer_in_every_format() {
     r.code(2).stdout_has(&["::error ", "it is not signed"]);
 }
 
-/// `mcpsum proxy --name time` sent `lines` on stdin (then EOF): its exit code, what it wrote to
-/// the client and its stderr.
-fn proxy(w: &World, anchor: &Path, lines: &[Value]) -> (i32, Vec<Value>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpsum"))
-        .env_clear()
-        .env("MCPSUM_STATE_DIR", w.path().join("state"))
-        .env("HOME", w.path().join("home"))
-        .current_dir(w.path())
-        .arg("--lockfile")
-        .arg(w.lockfile())
-        .arg("--allowed-signers")
+/// `mcpsum --allowed-signers ANCHOR proxy --name time` sent `lines` at once (then EOF).
+fn proxy(w: &World, anchor: &Path, lines: &[Value]) -> (Run, Vec<Value>) {
+    let mut cmd = w.cmd();
+    cmd.arg("--allowed-signers")
         .arg(anchor)
-        .args(["proxy", "--name", "time"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for l in lines {
-        writeln!(stdin, "{l}").unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let sent = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or(Value::String(l.to_owned())))
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        sent,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn initialize() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "sign-test", "version": "1"}}})
+        .args(["proxy", "--name", "time"]);
+    pipe(&mut cmd, lines)
 }
 
 /// A world whose server writes a transcript, so a test can tell whether it was started.
@@ -746,9 +713,12 @@ fn the_proxy_refuses_before_starting_the_server_and_tells_the_client() {
     ];
     for (words, setup) in cases {
         setup();
-        let (code, sent, stderr) = proxy(&w, &anchor, &[initialize(), discover.clone()]);
-        assert_eq!(code, 2, "{words}: {stderr}");
-        assert!(stderr.contains(words), "{words}: {stderr}");
+        let (r, sent) = proxy(
+            &w,
+            &anchor,
+            &[initialize(1, "2025-06-18"), discover.clone()],
+        );
+        r.code(2).stderr_has(&[words]);
         assert_eq!(sent.len(), 2, "{words}: each request is answered: {sent:?}");
         for (msg, id) in sent.iter().zip([json!(1), json!("d")]) {
             assert_eq!(msg["id"], id);
@@ -775,8 +745,8 @@ fn the_proxy_serves_a_signed_lockfile_and_audits_the_signer() {
     write_anchor(&anchor, &key.line("alice", ""));
     ssh_keygen_signs(&w, &key, "mcpsum");
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
-    let (code, sent, stderr) = proxy(&w, &anchor, &[initialize(), list]);
-    assert_eq!(code, 0, "{stderr}");
+    let (r, sent) = proxy(&w, &anchor, &[initialize(1, "2025-06-18"), list]);
+    r.code(0);
     assert!(
         sent.iter()
             .any(|m| m["id"] == 2 && m["result"]["tools"].is_array()),

@@ -7,7 +7,7 @@
 pub mod client;
 pub mod terminal;
 
-pub use client::{Client, ERAS, Era};
+pub use client::{Client, ERAS, Era, initialize, initialized, pipe, unique};
 pub use terminal::{OnTerminal, TtyRun, run_on_terminal};
 
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{Client, Era, World, test_dep, transcript_events};
+use crate::support::{Client, Era, World, test_dep, transcript_events, unique};
 
 const MODERN: &str = "2026-07-28";
 const APPROVAL_KEY: &str = "io.mcpsum/approval";
@@ -174,22 +174,6 @@ fn sdk(w: &World, clients: Value, steps: Value) -> Option<Vec<Value>> {
     let report: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("SDK client output is not JSON ({e}): {stdout}\n{stderr}"));
     Some(report["steps"].as_array().expect("steps").clone())
-}
-
-fn unique(p: PathBuf) -> PathBuf {
-    let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
-    let ext = p
-        .extension()
-        .map(|e| e.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut n = 0;
-    loop {
-        let c = p.with_file_name(format!("{stem}-{n}.{ext}"));
-        if !c.exists() {
-            return c;
-        }
-        n += 1;
-    }
 }
 
 fn call(client: &str, tool: &str, args: Value, answer: &str) -> Value {

@@ -6,8 +6,12 @@
 //! JSON becomes a string) and hands it over a bounded channel, so a test that stops reading
 //! stops the proxy's writes as a slow client would. Waiting for a response keeps every other
 //! message in [`Client::seen`]; the `next*` helpers say whether they look there too.
+//!
+//! [`pipe`] is the same client for a test that sends everything at once and reads the answers
+//! after the process ended (a proxy that cannot start, say), with [`initialize`] and
+//! [`initialized`] for its handshake.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::World;
+use super::{Run, World};
 
 /// The 2026-07-28 protocol version.
 pub const MODERN: &str = "2026-07-28";
@@ -314,10 +318,9 @@ impl Client {
     pub fn hello(&mut self) -> Value {
         match self.era {
             Era::Legacy => {
-                let params = json!({"protocolVersion": self.version, "capabilities": self.caps,
-                                    "clientInfo": {"name": self.name, "version": "1"}});
+                let params = initialize_params(self.version, self.caps.clone(), self.name);
                 let r = self.request("init", "initialize", params);
-                self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+                self.send(&initialized());
                 r
             }
             Era::Modern => self.request("disc", "server/discover", json!({})),
@@ -330,10 +333,9 @@ impl Client {
         let r = self.request(
             "init",
             "initialize",
-            json!({"protocolVersion": version, "capabilities": caps,
-                   "clientInfo": {"name": self.name, "version": "1"}}),
+            initialize_params(version, caps, self.name),
         );
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        self.send(&initialized());
         r.get("result")
             .unwrap_or_else(|| panic!("expected a result, got {r:#}"))
             .clone()
@@ -484,18 +486,122 @@ impl Drop for Client {
     }
 }
 
-/// `p`, or `p` with a number added when a file of that name exists already.
+/// `p`, or `p` with a number before its extension (`x.1.json`) when a file of that name exists
+/// already.
 pub fn unique(p: PathBuf) -> PathBuf {
+    let ext = p.extension().map(|e| e.to_string_lossy().into_owned());
     let mut n = 0;
     loop {
-        let c = if n == 0 {
-            p.clone()
-        } else {
-            p.with_extension(format!("{n}.stderr"))
+        let c = match (n, &ext) {
+            (0, _) => p.clone(),
+            (_, Some(ext)) => p.with_extension(format!("{n}.{ext}")),
+            (_, None) => p.with_extension(n.to_string()),
         };
         if !c.exists() {
             return c;
         }
         n += 1;
     }
+}
+
+/// The params of a legacy `initialize` at `version`, declaring `caps`, from client `name`.
+fn initialize_params(version: &str, caps: Value, name: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": caps,
+           "clientInfo": {"name": name, "version": "1"}})
+}
+
+/// A legacy `initialize` request at `version` that declares no capabilities, for
+/// [`pipe`].
+pub fn initialize(id: impl Into<Value>, version: &str) -> Value {
+    let params = initialize_params(version, json!({}), "mcpsum-it");
+    json!({"jsonrpc": "2.0", "id": id.into(), "method": "initialize", "params": params})
+}
+
+/// The notification that ends a legacy handshake.
+pub fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+/// How long [`pipe`] waits for its process to end.
+const PIPE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// A client that sends everything at once: runs `cmd` with `lines` on its stdin, one message a
+/// line, then closes it (EOF) and waits (60 s at most) for the process to end. Returns the run
+/// (exit code, stdout, stderr) and what came on stdout, one message a line (a line that is not
+/// JSON becomes a string). A process that ends before reading every line is not an error here:
+/// the exit code and the answers say what became of them.
+#[track_caller]
+pub fn pipe(cmd: &mut Command, lines: &[Value]) -> (Run, Vec<Value>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client's process");
+    let mut bytes = Vec::new();
+    for l in lines {
+        bytes.extend(serde_json::to_vec(l).expect("json"));
+        bytes.push(b'\n');
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    // From threads: a process that answers before it reads the rest could otherwise block
+    // both ends.
+    let writer = std::thread::spawn(move || match stdin.write_all(&bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    });
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + PIPE_PATIENCE;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    writer
+        .join()
+        .expect("writer")
+        .expect("write to the process");
+    let stdout = String::from_utf8_lossy(&out.join().expect("stdout")).into_owned();
+    let stderr = String::from_utf8_lossy(&err.join().expect("stderr")).into_owned();
+    let Some(status) = status else {
+        panic!(
+            "the process did not end within {PIPE_PATIENCE:?} of its stdin closing\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        );
+    };
+    let msgs = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| Value::String(l.to_owned())))
+        .collect();
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    };
+    (run, msgs)
 }
