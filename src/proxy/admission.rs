@@ -226,9 +226,10 @@ pub(super) struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// Whether it is a 2026-07-28 request (its `_meta` names a version).
+    /// Whether it is a 2026-07-28 request: its `_meta` names a version, or declares client
+    /// capabilities (a key of that era only; without the version it is refused for it).
     pub(super) fn modern(&self) -> bool {
-        self.meta.is_some_and(|m| m.get(META_VERSION).is_some())
+        self.meta.is_some_and(modern_meta)
     }
 }
 
@@ -326,10 +327,7 @@ pub(super) fn admit(call: &Call<'_>, facts: &Facts<'_>, taint: &mut dyn TaintSta
     }
     let modern = call.modern();
     if modern && REMOVED_IN_MODERN.contains(&call.method) {
-        return refuse(Refusal::Removed(format!(
-            "`{}` does not exist in protocol version {MODERN_VERSION}",
-            call.method
-        )));
+        return refuse(Refusal::Removed(removed_in_modern(call.method)));
     }
     if matches!(
         call.request,
@@ -386,7 +384,7 @@ fn locked_problem(request: &Request<'_>, method: &str, facts: &Facts<'_>) -> Opt
                 .then(|| Refusal::Item {
                     code: codes::INVALID_PARAMS,
                     message: format!(
-                        "prompt `{}` is not in mcp.lock for server `{server}`",
+                        "prompt `{}` is not in mcp.lock for server `{server}`; mcpsum serves only locked prompts",
                         quoted_name(name)
                     ),
                 })
@@ -529,12 +527,36 @@ pub(super) fn form_elicitation(e: &Value) -> bool {
         .is_some_and(|o| o.is_empty() || o.contains_key("form"))
 }
 
+/// Whether a request's `_meta` carries a key only 2026-07-28 requests have: the version, or
+/// the client's capabilities.
+fn modern_meta(meta: &Value) -> bool {
+    meta.get(META_VERSION).is_some() || meta.get(META_CAPABILITIES).is_some()
+}
+
+/// The refusal of a method 2026-07-28 removed, with what takes its place there, and that
+/// `initialize` speaks an earlier version that has it.
+fn removed_in_modern(method: &str) -> String {
+    let instead = match method {
+        "resources/subscribe" | "resources/unsubscribe" => {
+            "; changes to a resource come on a `subscriptions/listen` stream"
+        }
+        "logging/setLevel" => {
+            "; a request asks for log messages with `_meta[\"io.modelcontextprotocol/logLevel\"]`"
+        }
+        "ping" => "; every request stands alone, so there is no connection to check",
+        _ => "",
+    };
+    format!(
+        "`{method}` does not exist in protocol version {MODERN_VERSION}{instead}; send `initialize` first to use an earlier version that has it"
+    )
+}
+
 /// What is wrong with a 2026-07-28 request's `_meta` (a request that names a version, or
 /// uses a method of that era only): the error code, message and data to answer with.
 fn modern_meta_problem(method: &str, meta: Option<&Value>) -> Option<(i64, String, Option<Value>)> {
     let version = meta.and_then(|m| m.get(META_VERSION));
     let modern_only = matches!(method, "server/discover" | "subscriptions/listen");
-    if version.is_none() && !modern_only {
+    if !meta.is_some_and(modern_meta) && !modern_only {
         return None;
     }
     match version.and_then(Value::as_str) {
@@ -835,7 +857,7 @@ mod tests {
                 json!({"name": "ghost"}),
                 item_refusal(
                     codes::INVALID_PARAMS,
-                    "prompt `ghost` is not in mcp.lock for server `mail`",
+                    "prompt `ghost` is not in mcp.lock for server `mail`; mcpsum serves only locked prompts",
                 ),
             ),
             case(
@@ -1025,9 +1047,7 @@ mod tests {
                     "a method 2026-07-28 removed",
                     "resources/subscribe",
                     json!({"uri": "notes://inbox"}),
-                    Admission::Refuse(Refusal::Removed(format!(
-                        "`resources/subscribe` does not exist in protocol version {MODERN_VERSION}"
-                    ))),
+                    Admission::Refuse(Refusal::Removed(removed_in_modern("resources/subscribe"))),
                 )
             },
             case(
@@ -1038,6 +1058,16 @@ mod tests {
                     code: codes::UNSUPPORTED_VERSION,
                     message: format!("unsupported protocol version `2099-01-01`: send {MODERN_VERSION}, or `initialize` for an earlier version"),
                     data: Some(json!({"supported": [MODERN_VERSION], "requested": "2099-01-01"})),
+                }),
+            ),
+            case(
+                "client capabilities without a version: a 2026-07-28 request missing its version",
+                "tools/list",
+                json!({"_meta": {META_CAPABILITIES: {}}}),
+                Admission::Refuse(Refusal::Meta {
+                    code: codes::INVALID_PARAMS,
+                    message: format!("`tools/list` needs `_meta[\"{META_VERSION}\"]` (a string)"),
+                    data: None,
                 }),
             ),
             Case {
