@@ -273,11 +273,21 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
             report.rows.len()
         )
     } else {
-        format!(
-            "\n{} {failed} of {} expectations do not hold\n",
+        // The failed checks are named, so that nobody has to scan every row for a "NO".
+        let mut text = format!(
+            "\n{} {failed} of {} expectations do not hold:\n",
             paint(style::ERROR, "FAILED"),
             report.rows.len()
-        )
+        );
+        for r in report.rows.iter().filter(|r| !r.pass) {
+            text.push_str(&format!(
+                "  {}: expected {}, observed {}\n",
+                sanitize_line(&r.check),
+                sanitize_line(&r.expected),
+                sanitize_line(&r.observed_text())
+            ));
+        }
+        text
     });
     out
 }
