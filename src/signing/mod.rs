@@ -667,11 +667,23 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
     };
     let sig = match sshsig::parse(&text) {
         Ok(s) => s,
+        Err(e) if e.junk => {
+            return invalid(
+                Reason::Unreadable,
+                None,
+                format!(
+                    "`{shown}` is not an SSH signature: it {e}; expected an armored `-----BEGIN SSH SIGNATURE-----` block, as `mcpsum sign` and `ssh-keygen -Y sign -n {NAMESPACE}` write"
+                ),
+                &format!(
+                    "make it again: have a signer listed in ALLOWED_SIGNERS review the lockfile and run `mcpsum sign` (or `ssh-keygen -Y sign -n {NAMESPACE} -f KEY mcp.lock`), then commit `mcp.lock.sig`"
+                ),
+            );
+        }
         Err(e) => {
             return invalid(
                 Reason::Unreadable,
                 None,
-                format!("`{shown}` is not an SSH signature mcpsum can read ({e})"),
+                format!("`{shown}` is an SSH signature mcpsum does not accept: it {e}"),
                 &format!("sign it again: {SIGN_HINT}"),
             );
         }

@@ -134,26 +134,106 @@ impl<'a> Wire<'a> {
 
 const MAGIC: &[u8] = b"SSHSIG";
 
-/// Reads `-----BEGIN SSH SIGNATURE-----` text. The error says what is wrong, in a few words.
-pub fn parse(pem: &[u8]) -> Result<Sig, String> {
-    // Lines of 70 characters, as ssh-keygen writes them (and the `ssh-key` crate reads them).
-    let armor = |e: pem_rfc7468::Error| format!("not an armored signature ({e})");
-    let mut decoder = pem_rfc7468::Decoder::new_wrapped(pem, 70).map_err(armor)?;
-    let label = decoder.type_label();
-    let mut blob = Vec::new();
-    decoder.decode_to_end(&mut blob).map_err(armor)?;
-    if label != "SSH SIGNATURE" {
-        return Err(format!("armored as `{label}`, not `SSH SIGNATURE`"));
+/// Why a signature file cannot be read, in plain words that follow "it" (`is cut short: ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// What is wrong.
+    pub what: String,
+    /// The file is not an SSH signature at all (other text, another armor, binary, damaged),
+    /// as opposed to a signature of a kind mcpsum does not accept.
+    pub junk: bool,
+}
+
+impl ParseError {
+    fn junk(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            junk: true,
+        }
     }
-    let malformed = || "malformed signature".to_owned();
+
+    fn refused(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            junk: false,
+        }
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+const BEGIN: &str = "-----BEGIN SSH SIGNATURE-----";
+const END: &str = "-----END SSH SIGNATURE-----";
+
+/// The bytes inside the `-----BEGIN SSH SIGNATURE-----` armor, or what the file is instead.
+fn dearmor(pem: &[u8]) -> Result<Vec<u8>, ParseError> {
+    let Some(text) = std::str::from_utf8(pem).ok().filter(|t| !t.contains('\0')) else {
+        return Err(ParseError::junk("holds binary data, not text"));
+    };
+    let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(ParseError::junk("is empty"));
+    };
+    let label = first
+        .strip_prefix("-----BEGIN ")
+        .and_then(|l| l.strip_suffix("-----"));
+    match label {
+        None => {
+            return Err(ParseError::junk(format!(
+                "has no `{BEGIN}` line at its start"
+            )));
+        }
+        Some(label) if label != "SSH SIGNATURE" => {
+            let label: String = crate::output::sanitize_line(label)
+                .chars()
+                .take(40)
+                .collect();
+            return Err(ParseError::junk(format!(
+                "is a `-----BEGIN {label}-----` block, not a signature"
+            )));
+        }
+        Some(_) => {}
+    }
+    if !text.lines().any(|l| l.trim() == END) {
+        return Err(ParseError::junk(format!(
+            "is cut short: it has no `{END}` line"
+        )));
+    }
+    // Lines of 70 characters, as ssh-keygen writes them (and the `ssh-key` crate reads them).
+    let damaged = |_| {
+        ParseError::junk(format!(
+            "has damaged text between its `{BEGIN}` and `{END}` lines (not the base64 in lines of 70 characters that `ssh-keygen` writes)"
+        ))
+    };
+    let mut decoder = pem_rfc7468::Decoder::new_wrapped(pem, 70).map_err(damaged)?;
+    let mut blob = Vec::new();
+    decoder.decode_to_end(&mut blob).map_err(damaged)?;
+    Ok(blob)
+}
+
+/// Reads `-----BEGIN SSH SIGNATURE-----` text. The error says what is wrong, in a few words.
+pub fn parse(pem: &[u8]) -> Result<Sig, ParseError> {
+    let blob = dearmor(pem)?;
+    let malformed = || {
+        ParseError::junk(
+            "is cut short or damaged inside its armor: it does not hold a whole SSH signature",
+        )
+    };
     let mut w = Wire(&blob);
     if w.0.get(..MAGIC.len()) != Some(MAGIC) {
-        return Err(malformed());
+        return Err(ParseError::junk(
+            "does not hold an SSH signature inside its armor (its data does not begin with `SSHSIG`)",
+        ));
     }
     w.0 = &w.0[MAGIC.len()..];
     let version = w.u32().ok_or_else(malformed)?;
     if version != 1 {
-        return Err(format!("unsupported signature version {version}"));
+        return Err(ParseError::refused(format!(
+            "is of signature version {version}, which mcpsum does not read"
+        )));
     }
     let key_blob = w.string().ok_or_else(malformed)?;
     let namespace = w.string().ok_or_else(malformed)?;
@@ -166,28 +246,32 @@ pub fn parse(pem: &[u8]) -> Result<Sig, String> {
     let namespace = std::str::from_utf8(namespace)
         .ok()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| "empty or non-UTF-8 namespace".to_owned())?
+        .ok_or_else(|| ParseError::refused("has an empty or non-UTF-8 namespace"))?
         .to_owned();
     // ssh-keygen verifies these two only.
     let hash_alg = match hash_alg {
         b"sha256" => HashAlg::Sha256,
         b"sha512" => HashAlg::Sha512,
         other => {
-            return Err(format!(
-                "unsupported hash algorithm `{}`",
-                String::from_utf8_lossy(other)
-            ));
+            return Err(ParseError::refused(format!(
+                "hashes the lockfile with `{}`; `ssh-keygen -Y sign` uses `sha512` or `sha256`",
+                crate::output::sanitize_line(&String::from_utf8_lossy(other))
+            )));
         }
     };
-    let signature =
-        Signature::try_from(sig_blob).map_err(|e| format!("unreadable signature blob ({e})"))?;
+    let signature = Signature::try_from(sig_blob)
+        .map_err(|e| ParseError::refused(format!("holds a signature mcpsum cannot read ({e})")))?;
     let key_type = Wire(key_blob).string().ok_or_else(malformed)?;
     let key = if key_type.ends_with(b"-cert-v01@openssh.com") {
-        SigKey::Cert(Box::new(certificate(key_blob)?))
+        SigKey::Cert(Box::new(certificate(key_blob).map_err(|e| {
+            ParseError::refused(format!("carries a certificate mcpsum cannot accept: {e}"))
+        })?))
     } else {
         SigKey::Plain(
             PublicKey::from_bytes(key_blob)
-                .map_err(|e| format!("unreadable public key ({e})"))?
+                .map_err(|e| {
+                    ParseError::refused(format!("names a public key mcpsum cannot read ({e})"))
+                })?
                 .key_data()
                 .clone(),
         )
@@ -204,7 +288,7 @@ pub fn parse(pem: &[u8]) -> Result<Sig, String> {
 /// bytes signed, as OpenSSH reads one: a certificate whose signature does not verify, or whose
 /// CA key is itself a certificate, is unreadable.
 fn certificate(blob: &[u8]) -> Result<Cert, String> {
-    let malformed = || "malformed certificate".to_owned();
+    let malformed = || "its certificate is cut short or damaged".to_owned();
     let mut w = Wire(blob);
     let kind = w.string().ok_or_else(malformed)?;
     let plain = kind
@@ -383,6 +467,11 @@ mod tests {
     fn not_a_signature() {
         assert!(parse(b"hello").is_err());
         let pem = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n";
-        assert_eq!(parse(pem.as_bytes()).unwrap_err(), "malformed signature");
+        assert!(
+            parse(pem.as_bytes())
+                .unwrap_err()
+                .what
+                .contains("cut short or damaged")
+        );
     }
 }

@@ -1351,3 +1351,63 @@ fn lock_and_import_under_an_anchor_warn_that_the_new_lockfile_is_not_signed() {
     ]);
     assert_eq!(r.stderr.matches("mcpsum sign").count(), 1, "{}", r.stderr);
 }
+
+/// A `mcp.lock.sig` that is not an SSH signature at all (other text, a truncated armor, a PEM of
+/// another type, binary): the refusal names the file and says what it should hold and how to
+/// make it, in plain words (no decoder's jargon), with the exit code of every refusal; without
+/// an anchor `verify` says the same.
+#[test]
+fn a_junk_signature_file_is_refused_in_plain_words() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    let good = std::fs::read_to_string(sig_file(&w)).unwrap();
+    let truncated: String = good.lines().take(3).map(|l| format!("{l}\n")).collect();
+    let other_pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "text",
+            b"this is not a signature\n".to_vec(),
+            "no `-----BEGIN SSH SIGNATURE-----` line",
+        ),
+        ("truncated", truncated.into_bytes(), "cut short"),
+        (
+            "other PEM",
+            other_pem.as_bytes().to_vec(),
+            "`-----BEGIN PUBLIC KEY-----`",
+        ),
+        (
+            "binary",
+            vec![0x00, 0xff, 0x13, 0x37, 0x80, 0x00, 0x01],
+            "binary",
+        ),
+    ];
+    for (what, bytes, words) in cases {
+        std::fs::write(sig_file(&w), &bytes).unwrap();
+        let sig = sig_file(&w);
+        let r = run_with(&w, &anchor, &["verify"]);
+        r.code(2).stderr_has(&[
+            sig.file_name().unwrap().to_str().unwrap(),
+            words,
+            "expected an armored `-----BEGIN SSH SIGNATURE-----` block",
+            "ssh-keygen -Y sign -n mcpsum",
+            "mcpsum sign",
+        ]);
+        for jargon in ["PEM", "preamble", "Base64", "encapsulat", "malformed"] {
+            assert!(
+                !r.stderr.contains(jargon),
+                "{what}: `{jargon}` in {}",
+                r.stderr
+            );
+        }
+        refused(&w, &anchor, &[words]);
+        let r = run_with(&w, &anchor, &["verify", "--json"]);
+        assert_eq!(r.json()["signature"]["state"], "unreadable", "{what}");
+        // No anchor: nothing is refused, and the state is told the same way.
+        let r = w.run(&["verify"]);
+        r.code(0)
+            .stdout_has(&[words, "-----BEGIN SSH SIGNATURE-----"]);
+    }
+}
