@@ -684,7 +684,9 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 Reason::Unreadable,
                 None,
                 format!("`{shown}` is an SSH signature mcpsum does not accept: it {e}"),
-                &format!("sign it again: {SIGN_HINT}"),
+                &e.hint
+                    .clone()
+                    .unwrap_or_else(|| format!("sign it again: {SIGN_HINT}")),
             );
         }
     };

@@ -102,8 +102,14 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
         }
     };
     // Read back as every reader reads it (a signature by a certificate carries it).
-    let sig = super::sshsig::parse(pem.as_bytes())
-        .map_err(|e| Error::new("the signature made is not an SSH signature").cause(e))?;
+    let sig = super::sshsig::parse(pem.as_bytes()).map_err(|e| {
+        let hint = e.hint.clone();
+        let err = Error::new("the signature made is not one mcpsum accepts").cause(e);
+        match hint {
+            Some(h) => err.hint(h),
+            None => err,
+        }
+    })?;
     if let Some(expected) = &expected
         && sig.key.key() != expected.key_data()
     {

@@ -1411,3 +1411,163 @@ fn a_junk_signature_file_is_refused_in_plain_words() {
             .stdout_has(&[words, "-----BEGIN SSH SIGNATURE-----"]);
     }
 }
+
+/// A certificate its RSA CA signed with `ssh-rsa` (SHA-1, `ssh-keygen -s CA -t ssh-rsa`):
+/// `ssh-keygen -Y verify` (OpenSSH 9.2) still accepts it; mcpsum refuses it, saying that SHA-1
+/// is why and how to have it issued again. `mcpsum sign` with it refuses the same way.
+#[test]
+fn a_certificate_signed_with_sha1_is_refused_saying_so() {
+    let w = locked();
+    let ca = keygen(&w, "ca_rsa", "rsa", Some("3072"));
+    let user = keygen(&w, "user", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &ca.line("alice", "cert-authority"));
+    let cert = certify(&ca, &user, "alice-id", &["-n", "alice", "-t", "ssh-rsa"]);
+    ssh_keygen_signs_with(&w, &cert);
+    let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+    assert!(ok, "ssh-keygen takes the SHA-1 certificate: {out}");
+    let words = [
+        "`ssh-rsa` (SHA-1)",
+        "alice-id",
+        "-t rsa-sha2-512",
+        "ssh-keygen -s CA_KEY",
+    ];
+    refused(&w, &anchor, &words);
+    let r = run_with(&w, &anchor, &["verify", "--json"]);
+    assert_eq!(r.json()["signature"]["state"], "unreadable");
+    assert!(!r.stderr.contains("does not verify"), "{}", r.stderr);
+    let r = w.run(&["sign", "--key", cert.to_str().unwrap()]);
+    r.code(2).stderr_has(&words[..3]);
+    // Issued again with SHA-512, it is accepted.
+    let cert = certify(
+        &ca,
+        &user,
+        "alice-id",
+        &["-n", "alice", "-t", "rsa-sha2-512"],
+    );
+    ssh_keygen_signs_with(&w, &cert);
+    run_with(&w, &anchor, &["verify"]).code(0);
+}
+
+/// The SSHSIG version: `ssh-keygen -Y verify` (OpenSSH 9.2) reads versions up to 1, 0 included
+/// (the version is outside what is signed, and both lay the signature out the same way);
+/// mcpsum reads the same, and refuses a later version naming it.
+#[test]
+fn sshsig_version_zero_is_read_as_ssh_keygen_reads_it() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    let text = std::fs::read_to_string(sig_file(&w)).unwrap();
+    let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+    let mut blob = coreutils_base64(&["-d"], body.as_bytes());
+    assert_eq!(&blob[..10], b"SSHSIG\0\0\0\x01");
+    for (version, accepted) in [(0u8, true), (2, false)] {
+        blob[9] = version;
+        // Lines of 70 characters, as ssh-keygen writes them.
+        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
+        std::fs::write(
+            sig_file(&w),
+            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
+        )
+        .unwrap();
+        let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+        assert_eq!(ok, accepted, "ssh-keygen on version {version}: {out}");
+        let r = run_with(&w, &anchor, &["verify"]);
+        if accepted {
+            r.code(0);
+        } else {
+            r.code(2)
+                .stderr_has(&["signature version 2", "versions 0 and 1", "mcpsum sign"]);
+        }
+    }
+}
+
+/// `base64 ARGS` (coreutils) over `input`.
+fn coreutils_base64(args: &[&str], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("base64")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run base64");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "base64 {args:?}");
+    out.stdout
+}
+
+/// An SSHSIG whose own signature is `ssh-rsa` (RSA with SHA-1; made here with `openssl`, as
+/// `ssh-keygen -Y sign` never makes one): `ssh-keygen -Y verify` refuses it, and so does mcpsum,
+/// saying why (not "changed since signing"). The same bytes signed with `rsa-sha2-512` pass both.
+#[test]
+fn an_sshsig_made_with_sha1_rsa_is_refused_saying_so() {
+    use sha2::Digest as _;
+    let w = locked();
+    let private = w.path().join("rsa_pem");
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "", "-f"])
+        .arg(&private)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let public = std::fs::read_to_string(w.path().join("rsa_pem.pub")).unwrap();
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &format!("alice {public}"));
+    let key_blob = coreutils_base64(
+        &["-d"],
+        public.split_whitespace().nth(1).unwrap().as_bytes(),
+    );
+    let string = |b: &[u8]| [&u32::try_from(b.len()).unwrap().to_be_bytes()[..], b].concat();
+    let hash = sha2::Sha512::digest(std::fs::read(w.lockfile()).unwrap());
+    let signed = [
+        &b"SSHSIG"[..],
+        &string(b"mcpsum"),
+        &string(b""),
+        &string(b"sha512"),
+        &string(&hash),
+    ]
+    .concat();
+    let data = w.path().join("signed-data");
+    std::fs::write(&data, &signed).unwrap();
+    for (alg, digest, accepted) in [
+        ("rsa-sha2-512", "-sha512", true),
+        ("ssh-rsa", "-sha1", false),
+    ] {
+        let out = Command::new("openssl")
+            .args(["dgst", digest, "-sign"])
+            .arg(&private)
+            .arg(&data)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl dgst");
+        let sig = string(&[string(alg.as_bytes()), string(&out.stdout)].concat());
+        let blob = [
+            &b"SSHSIG"[..],
+            &1u32.to_be_bytes(),
+            &string(&key_blob),
+            &string(b"mcpsum"),
+            &string(b""),
+            &string(b"sha512"),
+            &sig,
+        ]
+        .concat();
+        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
+        std::fs::write(
+            sig_file(&w),
+            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
+        )
+        .unwrap();
+        let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+        assert_eq!(ok, accepted, "ssh-keygen on {alg}: {out}");
+        let r = run_with(&w, &anchor, &["verify"]);
+        if accepted {
+            r.code(0);
+        } else {
+            r.code(2)
+                .stderr_has(&["`ssh-rsa` (RSA with SHA-1)", "mcpsum sign"]);
+            assert!(!r.stderr.contains("changed since"), "{}", r.stderr);
+        }
+    }
+}
