@@ -14,6 +14,7 @@
 //! This module checks; `sign` makes signatures (in-process, or through `ssh-keygen` for RSA and
 //! agent-held keys), `allowed` reads the anchor, `pattern` is OpenSSH's pattern matching.
 
+mod agent;
 pub mod allowed;
 mod pattern;
 pub mod sign;

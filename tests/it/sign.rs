@@ -284,7 +284,8 @@ fn a_key_held_by_ssh_agent_signs_through_its_public_key() {
             &anchor,
             &["sign", "--key", key.public_path().to_str().unwrap()],
         );
-        r.code(2).stderr_has(&["ssh-keygen -Y sign", "agent"]);
+        r.code(2)
+            .stderr_has(&["no `ssh-agent` is running", "no private key", "ssh-add"]);
     }
 }
 
@@ -1569,5 +1570,76 @@ fn an_sshsig_made_with_sha1_rsa_is_refused_saying_so() {
                 .stderr_has(&["`ssh-rsa` (RSA with SHA-1)", "mcpsum sign"]);
             assert!(!r.stderr.contains("changed since"), "{}", r.stderr);
         }
+    }
+}
+
+/// `sign --key K.pub` says what really signed: the agent when it holds that key, otherwise the
+/// private key `K` beside it (`ssh-keygen` falls back to it), with why the agent did not (none
+/// running, or it does not hold the key); neither is an error that names both. A private key
+/// file the agent holds is signed by the agent, as `ssh-keygen` prefers it.
+#[test]
+fn sign_reports_whether_the_agent_or_the_key_file_signed() {
+    let w = locked();
+    let sign = |key: &Path, sock: Option<&Path>| {
+        let mut c = w.cmd();
+        if let Some(s) = sock {
+            c.env("SSH_AUTH_SOCK", s);
+        }
+        crate::support::Run::from_output(
+            c.args(["sign", "--key", key.to_str().unwrap()])
+                .output()
+                .unwrap(),
+        )
+    };
+    for (kind, bits) in [("ed25519", None), ("rsa", Some("2048"))] {
+        let key = keygen(&w, &format!("beside_{kind}"), kind, bits);
+        let private = key.private.display().to_string();
+        // No agent at all.
+        let r = sign(&key.public_path(), None);
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            "no `ssh-agent` is running",
+            &key.fingerprint(),
+        ]);
+        assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        // An agent that does not hold it.
+        let agent = agent(&w, &format!("empty_{kind}"));
+        let r = sign(&key.public_path(), Some(&agent.sock));
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            "does not hold it",
+        ]);
+        assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        // The agent holds it: the agent signs, for the public key and for the private file.
+        let st = Command::new("ssh-add")
+            .arg("-q")
+            .arg(&key.private)
+            .env("SSH_AUTH_SOCK", &agent.sock)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "ssh-add");
+        for given in [key.public_path(), key.private.clone()] {
+            if kind == "ed25519" && given == key.private {
+                // An unencrypted Ed25519 file signs in-process: no agent involved.
+                sign(&given, Some(&agent.sock))
+                    .code(0)
+                    .stderr_has(&[&key.fingerprint()]);
+                continue;
+            }
+            let r = sign(&given, Some(&agent.sock));
+            r.code(0)
+                .stderr_has(&["by `ssh-agent`", &key.fingerprint()]);
+            assert!(!r.stderr.contains("private key"), "{}", r.stderr);
+        }
+        // Neither: the error says both.
+        std::fs::remove_file(&key.private).unwrap();
+        drop(agent);
+        let r = sign(&key.public_path(), None);
+        r.code(2).stderr_has(&[
+            "no `ssh-agent` is running",
+            &format!("no private key `{private}`"),
+            "ssh-add",
+        ]);
     }
 }
