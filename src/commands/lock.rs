@@ -81,11 +81,17 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Res
         .collect();
     drop(lock);
     let mut failed = Vec::new();
-    for (_, name, result) in lock_many(jobs, trust).await {
+    let results = lock_many(jobs, trust).await;
+    let count = results.len();
+    for (_, name, result) in results {
         if let Err(e) = result {
             output::error(&e);
             failed.push(name);
         }
+    }
+    // Once for the file, as `lock --name` warns, when any entry was written.
+    if failed.len() < count {
+        crate::signing::warn_after_write(path, trust);
     }
     if failed.is_empty() {
         return Ok(Exit::Ok);

@@ -588,7 +588,8 @@ pub fn warn_if_stale_before(lockfile: &Path) {
     }
 }
 
-/// After `lock` or `import` wrote the lockfile, one warning when it has no valid signature:
+/// After a command wrote the lockfile (`lock`, `import`, `remove`, `suggest-policy --write`,
+/// `sandbox suggest --write`), once: a warning when it has no valid signature:
 /// with an allowed-signers file in force, that proxies refuse its servers until a signer it
 /// lists runs `mcpsum sign` (a new lockfile is unsigned, a changed one no longer matches);
 /// without one, only a signature that no longer matches ([`warn_if_stale`]). An anchor that
@@ -612,9 +613,9 @@ pub fn warn_after_write(lockfile: &Path, trust: &Trust) {
     }
 }
 
-/// After `lock` or `import` wrote the lockfile: if it has a signature that no longer matches,
+/// Without an anchor, after a write: if the lockfile has a signature that no longer matches,
 /// says so and that `mcpsum sign` is next.
-pub fn warn_if_stale(lockfile: &Path) {
+fn warn_if_stale(lockfile: &Path) {
     if let Some(sig_file) = stale_signature(lockfile) {
         crate::output::warn(&format!(
             "`{}` changed, and its signature `{}` no longer matches it; review the change, then run `mcpsum sign` (a listed signer) and commit both files",

@@ -1643,3 +1643,82 @@ fn sign_reports_whether_the_agent_or_the_key_file_signed() {
         ]);
     }
 }
+
+/// Every command that writes a signed lockfile warns once, and the same way, that the signature
+/// no longer holds: `lock --name`, `lock --all`, `import`, `suggest-policy --write`, `remove`;
+/// with an anchor in force, that proxies will refuse its servers until a listed signer signs.
+#[test]
+fn every_command_that_writes_the_lockfile_warns_once_the_same_way() {
+    let w = locked();
+    let web = w.scenario(
+        "web",
+        &json!({"tools": [{"name": "fetch", "inputSchema": {"type": "object"},
+            "annotations": {"openWorldHint": true, "readOnlyHint": true}}]}),
+    );
+    w.lock_fake("web", &web, &[]).code(0);
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let config = w.path().join("servers.json");
+    let other = w.scenario("other", &example_scenario());
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"other": {"command": crate::support::PYTHON,
+            "args": [crate::support::fake_server(), other]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut changed = example_scenario();
+    changed["tools"][0]["description"] = json!("Changed.");
+    for anchored in [false, true] {
+        // `web` without its taint labels again, for `suggest-policy --write` to add them.
+        w.run(&["remove", "--name", "web"]).code(0);
+        w.lock_fake("web", &web, &[]).code(0);
+        let writers: Vec<Vec<&str>> = vec![
+            vec!["lock", "--name", "time"],
+            vec!["lock", "--all"],
+            vec!["import", "--from", "servers.json"],
+            vec!["suggest-policy", "--name", "web", "--write"],
+            vec!["remove", "--name", "other"],
+        ];
+        for (i, args) in writers.iter().enumerate() {
+            // Each writer changes something: the server's surface flips between two.
+            let surface = if i % 2 == 0 {
+                &changed
+            } else {
+                &example_scenario()
+            };
+            w.scenario("time", surface);
+            w.run(&["sign", "--key", key.private.to_str().unwrap()])
+                .code(0);
+            let r = if anchored {
+                run_with(&w, &anchor, args)
+            } else {
+                w.run(args)
+            };
+            r.code(0);
+            let (words, once) = if anchored {
+                (
+                    vec![
+                        "has no valid signature",
+                        "changed since it was signed",
+                        "proxies will refuse its servers",
+                    ],
+                    "proxies will refuse its servers",
+                )
+            } else {
+                (
+                    vec!["no longer matches", "mcpsum sign"],
+                    "no longer matches",
+                )
+            };
+            r.stderr_has(&words);
+            assert_eq!(
+                r.stderr.matches(once).count(),
+                1,
+                "{args:?} (anchor: {anchored}): {}",
+                r.stderr
+            );
+        }
+    }
+}
