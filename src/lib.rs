@@ -38,7 +38,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
     match &cli.command {
         cli::Command::Lock(a) => commands::lock::run(lockfile, a, &trust).await,
         cli::Command::Verify(a) => commands::verify::run(lockfile, a, &trust).await,
-        cli::Command::Remove(a) => commands::remove::run(lockfile, a),
+        cli::Command::Remove(a) => commands::remove::run(lockfile, a, &trust),
         cli::Command::Diff(a) => json_on_error(a.json, commands::diff::run(lockfile, a)),
         cli::Command::Doctor(a) => commands::doctor::run(lockfile, a, &trust),
         cli::Command::Show(a) => json_on_error(a.json, commands::show::run(lockfile, a, &trust)),
@@ -60,7 +60,7 @@ pub async fn run(cli: cli::Cli) -> Result<Exit> {
             json_on_error(a.json, commands::sandbox::run(lockfile, a, &trust).await)
         }
         cli::Command::Sandbox(cli::SandboxCommand::Suggest(a)) => {
-            json_on_error(a.json, commands::sandbox::suggest(lockfile, a))
+            json_on_error(a.json, commands::sandbox::suggest(lockfile, a, &trust))
         }
         cli::Command::Completions(a) => commands::shell::completions(a.shell),
         cli::Command::Man(a) => commands::shell::man(a.out.as_deref()),

@@ -81,11 +81,17 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Res
         .collect();
     drop(lock);
     let mut failed = Vec::new();
-    for (_, name, result) in lock_many(jobs, trust).await {
+    let results = lock_many(jobs, trust).await;
+    let count = results.len();
+    for (_, name, result) in results {
         if let Err(e) = result {
             output::error(&e);
             failed.push(name);
         }
+    }
+    // Once for the file, as `lock --name` warns, when any entry was written.
+    if failed.len() < count {
+        crate::signing::warn_after_write(path, trust);
     }
     if failed.is_empty() {
         return Ok(Exit::Ok);
@@ -232,8 +238,16 @@ async fn lock_one(
         ));
     }
 
-    // The policy is the person's: keep it; `--sandbox` sets the sandbox part.
+    // The policy is the person's: keep it; `--sandbox` sets the sandbox part. Of an untrusted
+    // entry (a command given, see above) it is kept in the written entry, where the review
+    // before `mcpsum sign` sees it in the diff, but decides nothing now: the server runs as a
+    // new one would, without that sandbox, with only the variables `--env` names.
     let mut policy: Option<Policy> = previous.as_ref().and_then(|p| p.policy.clone());
+    if untrusted.is_some()
+        && let Some(prev) = &previous
+    {
+        warn_untrusted_policy(&path, &args.name, prev, args.sandbox.is_some());
+    }
     if let Some(file) = &args.sandbox {
         let bytes = fs_err::read(file)
             .map_err(|e| Error::new(format!("cannot read `{}`", file.display())).cause(e))?;
@@ -291,6 +305,16 @@ async fn lock_one(
         })
     };
     let early = previous_artifacts.filter(crate::pin::is_installed);
+    // What confines the run now: the entry's policy, or for an untrusted entry only the
+    // sandbox `--sandbox` gave.
+    let launch_policy = if untrusted.is_some() {
+        args.sandbox.as_ref().map(|_| Policy {
+            sandbox: policy.as_ref().and_then(|p| p.sandbox.clone()),
+            taint: None,
+        })
+    } else {
+        policy.clone()
+    };
     let unset = crate::mcp::process::unset_names(&env);
     if !unset.is_empty() {
         output::warn(&format!(
@@ -307,7 +331,7 @@ async fn lock_one(
     // switches silently. A new command is a new server: its era is detected.
     let kept_era = previous
         .as_ref()
-        .filter(|p| p.command == command)
+        .filter(|p| p.command == command && untrusted.is_none())
         .map(ServerEntry::era);
     let ask = match (args.era, kept_era) {
         (Some(EraFlag::Auto), _) | (None, None) => Ask::Detect,
@@ -319,7 +343,7 @@ async fn lock_one(
         args,
         command: &command,
         env: &env,
-        policy: policy.as_ref(),
+        policy: launch_policy.as_ref(),
         path: &path,
         ask,
         shared,
@@ -388,6 +412,54 @@ async fn lock_one(
         ));
     }
     Ok(Exit::Ok)
+}
+
+/// What of an untrusted entry is not applied while locking it with a given command, if
+/// anything: its sandbox policy and its `envPassthrough` (taint labels act only in the proxy).
+fn warn_untrusted_policy(
+    path: &std::path::Path,
+    name: &str,
+    prev: &ServerEntry,
+    sandbox_given: bool,
+) {
+    let sandbox = prev.policy.as_ref().is_some_and(|p| p.sandbox.is_some());
+    let taint = prev.policy.as_ref().is_some_and(|p| p.taint.is_some());
+    let mut parts = Vec::new();
+    if sandbox && !sandbox_given {
+        parts.push(
+            "its `policy.sandbox` does not confine this run (the server runs as with no `--sandbox`; give `--sandbox FILE` for a policy you checked)"
+                .to_owned(),
+        );
+    }
+    if !prev.env_passthrough.is_empty() {
+        parts.push(format!(
+            "its `envPassthrough` ({}) passes nothing to the server (only what `--env` names)",
+            prev.env_passthrough
+                .iter()
+                .map(|v| format!("`{}`", output::sanitize_line(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        return;
+    }
+    let kept = match (sandbox && !sandbox_given, taint) {
+        (true, true) => "its `policy.sandbox` and taint labels are kept in the new entry",
+        (true, false) => "its `policy.sandbox` is kept in the new entry",
+        (false, true) => "its taint labels are kept in the new entry",
+        (false, false) => "",
+    };
+    let kept = if kept.is_empty() {
+        String::new()
+    } else {
+        format!("; {kept}: review them in the diff before `mcpsum sign`")
+    };
+    output::warn(&format!(
+        "server `{name}`: `{}` has no valid signature, so what its entry records is not applied while locking: {}{kept}",
+        path.display(),
+        parts.join("; ")
+    ));
 }
 
 /// The pre-2026 versions a 2026-07-28 server lists, if any: it speaks both eras.

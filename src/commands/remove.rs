@@ -11,7 +11,11 @@ use crate::output::{self, paint, style};
 use crate::paths;
 
 /// Runs `remove`.
-pub fn run(lockfile_flag: Option<&std::path::Path>, args: &RemoveArgs) -> Result<Exit> {
+pub fn run(
+    lockfile_flag: Option<&std::path::Path>,
+    args: &RemoveArgs,
+    trust: &crate::signing::Trust,
+) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
     lockfile::refuse_symlink(&path)?;
     let guard = lockfile::LockGuard::acquire(&path)?;
@@ -46,12 +50,13 @@ pub fn run(lockfile_flag: Option<&std::path::Path>, args: &RemoveArgs) -> Result
             ))
         });
     }
+    crate::signing::warn_if_stale_before(&path);
     for name in &names {
         lock.servers.remove(name);
     }
     lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
     drop(guard);
-    crate::signing::warn_if_stale(&path);
+    crate::signing::warn_after_write(&path, trust);
     for name in &names {
         output::info(&format!(
             "{} `{name}` from `{}`",

@@ -296,6 +296,7 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
 pub fn suggest(
     lockfile_flag: Option<&std::path::Path>,
     args: &crate::cli::SandboxSuggestArgs,
+    trust: &crate::signing::Trust,
 ) -> Result<Exit> {
     let path = paths::require_lockfile(lockfile_flag)?;
     let lock = lockfile::load(&path)?;
@@ -340,12 +341,12 @@ pub fn suggest(
     if args.json {
         output::stdout_json(&s.policy());
         if args.write {
-            return write_suggestion(&path, &args.name, &s, true);
+            return write_suggestion(&path, &args.name, &s, true, trust);
         }
         return Ok(Exit::Ok);
     }
     if args.write {
-        return write_suggestion(&path, &args.name, &s, false);
+        return write_suggestion(&path, &args.name, &s, false, trust);
     }
     let mut out = format!(
         "{}\n",
@@ -400,6 +401,7 @@ fn write_suggestion(
     name: &str,
     s: &crate::learning::Suggestion,
     json: bool,
+    trust: &crate::signing::Trust,
 ) -> Result<Exit> {
     lockfile::refuse_symlink(path)?;
     let guard = lockfile::LockGuard::acquire(path)?;
@@ -487,6 +489,7 @@ fn write_suggestion(
             "learn again (`mcpsum sandbox suggest --name {name} --reset`, then `mcpsum proxy --name {name} --learn`), or edit the policy by hand"
         ))
     })?;
+    crate::signing::warn_if_stale_before(path);
     lockfile::write_atomic(path, &lockfile::to_bytes(&lock))?;
     drop(guard);
     output::info(&format!(
@@ -499,7 +502,7 @@ fn write_suggestion(
             added.join(", ")
         }
     ));
-    crate::signing::warn_if_stale(path);
+    crate::signing::warn_after_write(path, trust);
     Ok(Exit::Ok)
 }
 

@@ -35,10 +35,23 @@ pub fn run(lockfile_flag: Option<&Path>, args: &SignArgs, trust: &Trust) -> Resu
             .hint("check that the directory is writable and the signature file is not a link")
     })?;
     drop(guard);
-    let how = match signed.method {
-        Method::InProcess => "",
-        Method::SshKeygen => ", through `ssh-keygen`",
-        Method::Agent => ", by `ssh-agent`",
+    let how = match &signed.method {
+        Method::InProcess => String::new(),
+        Method::KeyFile {
+            private,
+            not_agent: None,
+        } => format!(
+            ", through `ssh-keygen` with the private key `{}`",
+            private.display()
+        ),
+        Method::KeyFile {
+            private,
+            not_agent: Some(why),
+        } => format!(
+            ", through `ssh-keygen` with the private key `{}` ({why})",
+            private.display()
+        ),
+        Method::Agent(sock) => format!(", by `ssh-agent` (`{}`)", sock.display()),
     };
     output::info(&format!(
         "{} `{}` with {}{how}: wrote `{}`; commit it with the lockfile",

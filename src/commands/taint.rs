@@ -69,6 +69,7 @@ pub fn suggest(
         return Ok(Exit::Ok);
     }
     lockfile::check_entry(&path, name, &lock.servers[name])?;
+    crate::signing::warn_if_stale_before(&path);
     lockfile::write_atomic(&path, &lockfile::to_bytes(&lock))?;
     drop(guard);
     output::info(&format!(
@@ -77,7 +78,7 @@ pub fn suggest(
         path.display(),
         added.join(", ")
     ));
-    crate::signing::warn_if_stale(&path);
+    crate::signing::warn_after_write(&path, trust);
     Ok(Exit::Ok)
 }
 

@@ -14,6 +14,7 @@
 //! This module checks; `sign` makes signatures (in-process, or through `ssh-keygen` for RSA and
 //! agent-held keys), `allowed` reads the anchor, `pattern` is OpenSSH's pattern matching.
 
+mod agent;
 pub mod allowed;
 mod pattern;
 pub mod sign;
@@ -593,7 +594,8 @@ pub fn warn_if_stale_before(lockfile: &Path) {
     }
 }
 
-/// After `lock` or `import` wrote the lockfile, one warning when it has no valid signature:
+/// After a command wrote the lockfile (`lock`, `import`, `remove`, `suggest-policy --write`,
+/// `sandbox suggest --write`), once: a warning when it has no valid signature:
 /// with an allowed-signers file in force, that proxies refuse its servers until a signer it
 /// lists runs `mcpsum sign` (a new lockfile is unsigned, a changed one no longer matches);
 /// without one, only a signature that no longer matches ([`warn_if_stale`]). An anchor that
@@ -617,9 +619,9 @@ pub fn warn_after_write(lockfile: &Path, trust: &Trust) {
     }
 }
 
-/// After `lock` or `import` wrote the lockfile: if it has a signature that no longer matches,
+/// Without an anchor, after a write: if the lockfile has a signature that no longer matches,
 /// says so and that `mcpsum sign` is next.
-pub fn warn_if_stale(lockfile: &Path) {
+fn warn_if_stale(lockfile: &Path) {
     if let Some(sig_file) = stale_signature(lockfile) {
         crate::output::warn(&format!(
             "`{}` changed, and its signature `{}` no longer matches it; review the change, then run `mcpsum sign` (a listed signer) and commit both files",
@@ -673,12 +675,26 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
     };
     let sig = match sshsig::parse(&text) {
         Ok(s) => s,
+        Err(e) if e.junk => {
+            return invalid(
+                Reason::Unreadable,
+                None,
+                format!(
+                    "`{shown}` is not an SSH signature: it {e}; expected an armored `-----BEGIN SSH SIGNATURE-----` block, as `mcpsum sign` and `ssh-keygen -Y sign -n {NAMESPACE}` write"
+                ),
+                &format!(
+                    "make it again: have a signer listed in ALLOWED_SIGNERS review the lockfile and run `mcpsum sign` (or `ssh-keygen -Y sign -n {NAMESPACE} -f KEY mcp.lock`), then commit `mcp.lock.sig`"
+                ),
+            );
+        }
         Err(e) => {
             return invalid(
                 Reason::Unreadable,
                 None,
-                format!("`{shown}` is not an SSH signature mcpsum can read ({e})"),
-                &format!("sign it again: {SIGN_HINT}"),
+                format!("`{shown}` is an SSH signature mcpsum does not accept: it {e}"),
+                &e.hint
+                    .clone()
+                    .unwrap_or_else(|| format!("sign it again: {SIGN_HINT}")),
             );
         }
     };

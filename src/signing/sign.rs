@@ -4,6 +4,9 @@
 //! ask for a passphrase, use the running `ssh-agent` for a public key, or sign with RSA
 //! (`rsa-sha2-512`): the crate cannot sign with RSA (RustCrypto/SSH issue 387), and an agent
 //! client would be a second protocol implementation for what `ssh-keygen` does in one call.
+//! Which of the agent and a key file signs is decided here, not left to `ssh-keygen` (which
+//! prefers the agent and falls back to the file silently): the agent is asked whether it holds
+//! the key (`agent`), and `ssh-keygen` is then held to that one, so `sign` says what signed.
 //! Either way the result is read back and verified over the same bytes before it is kept.
 //!
 //! The message hash is SHA-256 (`-O hashalg=sha256` for `ssh-keygen`), which PROTOCOL.sshsig
@@ -17,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey};
 
-use super::{NAMESPACE, Signer};
+use super::{NAMESPACE, Signer, agent};
 use crate::error::{Error, Result};
 
 /// The key to sign with.
@@ -30,14 +33,20 @@ pub enum Key {
 }
 
 /// How a signature was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Method {
     /// In this process, from the private key file.
     InProcess,
-    /// By `ssh-keygen -Y sign` with the private key file.
-    SshKeygen,
-    /// By `ssh-keygen -Y sign` with a public key: the agent signed.
-    Agent,
+    /// By `ssh-keygen -Y sign` with this private key file, the agent not used: for a public key
+    /// given, why the agent did not sign (none running, or it does not hold the key).
+    KeyFile {
+        /// The private key file.
+        private: PathBuf,
+        /// Why not the agent, when a public key was given.
+        not_agent: Option<String>,
+    },
+    /// By the agent at this socket (through `ssh-keygen -Y sign -U`).
+    Agent(PathBuf),
 }
 
 /// An armored signature and who made it.
@@ -62,12 +71,31 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
                         "set it to a key file or `key::ssh-ed25519 AAAA...`, or pass `--key PATH`",
                     )
             })?;
+            let blob = public
+                .to_bytes()
+                .map_err(|e| Error::new("cannot encode git's `user.signingkey`").cause(e))?;
+            // Only the agent can sign for a key given as text: there is no file beside it.
+            let sock = match agent::holds(&blob) {
+                agent::Holds::Yes(sock) => sock,
+                other => {
+                    return Err(Error::new(format!(
+                        "cannot sign with git's `user.signingkey` ({}): {}",
+                        super::Signer::of(public.key_data()).describe(),
+                        other.why_not()
+                    ))
+                    .hint("add its private key to the agent (`ssh-add KEY`), or pass the private key file to `--key`"));
+                }
+            };
             let dir = tempfile::tempdir()
                 .map_err(|e| Error::new("cannot create a temporary directory").cause(e))?;
             let file = dir.path().join("signing_key.pub");
             fs_err::write(&file, format!("{}\n", text.trim()))
                 .map_err(|e| Error::new("cannot write the public key for `ssh-keygen`").cause(e))?;
-            (ssh_keygen(bytes, &file)?, Some(public), Method::Agent)
+            (
+                ssh_keygen(bytes, &file, Via::Agent)?,
+                Some(public),
+                Method::Agent(sock),
+            )
         }
         Key::File(path) => {
             let text = fs_err::read_to_string(path).map_err(|e| {
@@ -87,23 +115,46 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
                         .map_err(|e| Error::new("cannot encode the signature").cause(e))?;
                     (pem, Some(private.public_key().clone()), Method::InProcess)
                 }
-                // RSA, an encrypted key (ssh-keygen asks for the passphrase), a security key.
-                Ok(private) => (
-                    ssh_keygen(bytes, path)?,
-                    Some(private.public_key().clone()),
-                    Method::SshKeygen,
-                ),
-                Err(_) => match parse_public(&text) {
-                    Ok(public) => (ssh_keygen(bytes, path)?, Some(public), Method::Agent),
+                // RSA, an encrypted key (ssh-keygen asks for the passphrase), a security key:
+                // the agent if it holds the key (as `ssh-keygen` prefers it), else the file.
+                Ok(private) => {
+                    let public = private.public_key().clone();
+                    let blob = public.to_bytes().ok();
+                    let (pem, method) = through_ssh_keygen(
+                        bytes,
+                        path,
+                        blob.as_deref(),
+                        Some(path.clone()),
+                        false,
+                    )?;
+                    (pem, Some(public), method)
+                }
+                Err(_) => match agent::file_blob(&text) {
+                    // A public key or a certificate: the agent, else the private key beside it.
+                    Some(blob) => {
+                        let (pem, method) =
+                            through_ssh_keygen(bytes, path, Some(&blob), beside(path), true)?;
+                        (pem, parse_public(&text).ok(), method)
+                    }
                     // A PEM or PKCS#8 private key: ssh-keygen reads those too.
-                    Err(_) => (ssh_keygen(bytes, path)?, None, Method::SshKeygen),
+                    None => {
+                        let (pem, method) =
+                            through_ssh_keygen(bytes, path, None, Some(path.clone()), false)?;
+                        (pem, None, method)
+                    }
                 },
             }
         }
     };
     // Read back as every reader reads it (a signature by a certificate carries it).
-    let sig = super::sshsig::parse(pem.as_bytes())
-        .map_err(|e| Error::new("the signature made is not an SSH signature").cause(e))?;
+    let sig = super::sshsig::parse(pem.as_bytes()).map_err(|e| {
+        let hint = e.hint.clone();
+        let err = Error::new("the signature made is not one mcpsum accepts").cause(e);
+        match hint {
+            Some(h) => err.hint(h),
+            None => err,
+        }
+    })?;
     if let Some(expected) = &expected
         && sig.key.key() != expected.key_data()
     {
@@ -145,11 +196,76 @@ fn parse_public(text: &str) -> std::result::Result<PublicKey, ssh_key::Error> {
     PublicKey::from_openssh(text.strip_prefix("key::").unwrap_or(text))
 }
 
+/// Which key `ssh-keygen` may sign with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The agent's (`-U`).
+    Agent,
+    /// The private key file's.
+    File,
+}
+
+/// Signs through `ssh-keygen` with the agent when it holds the key whose blob is `blob`, else
+/// with the private key file `private`, and says which. `public_given`: `key` is a public key
+/// or certificate file, so a missing private half is the caller's to hear about.
+fn through_ssh_keygen(
+    bytes: &[u8],
+    key: &Path,
+    blob: Option<&[u8]>,
+    private: Option<PathBuf>,
+    public_given: bool,
+) -> Result<(String, Method)> {
+    let holds = blob.map(agent::holds);
+    if let Some(agent::Holds::Yes(sock)) = holds {
+        return Ok((ssh_keygen(bytes, key, Via::Agent)?, Method::Agent(sock)));
+    }
+    let why = holds.as_ref().map(agent::Holds::why_not);
+    let Some(private) = private.filter(|p| p.symlink_metadata().is_ok()) else {
+        let beside = beside(key).map_or_else(
+            || "no private key beside it (named as it is without `.pub`)".to_owned(),
+            |p| format!("no private key `{}` beside it", p.display()),
+        );
+        return Err(Error::new(format!(
+            "cannot sign with `{}`: {}, and there is {beside}",
+            key.display(),
+            why.unwrap_or_else(|| "the agent cannot be asked for it".to_owned()),
+        ))
+        .hint("add the key to the agent (`ssh-add PRIVATE_KEY`) and sign again, or pass the private key file to `--key`"));
+    };
+    let pem = ssh_keygen(bytes, key, Via::File)?;
+    Ok((
+        pem,
+        Method::KeyFile {
+            private,
+            not_agent: why.filter(|_| public_given),
+        },
+    ))
+}
+
+/// The private key `ssh-keygen` looks for beside a public key or certificate file:
+/// `KEY-cert.pub` and `KEY.pub` name `KEY`.
+fn beside(public: &Path) -> Option<PathBuf> {
+    let name = public.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix("-cert.pub")
+        .or_else(|| name.strip_suffix(".pub"))
+        .filter(|s| !s.is_empty())?;
+    Some(public.with_file_name(stem))
+}
+
 /// `ssh-keygen -Y sign -n mcpsum -f KEY` with the bytes on stdin: the signature comes back on
 /// stdout. It reads a passphrase from the terminal itself, and uses the agent for a public key.
-fn ssh_keygen(bytes: &[u8], key: &Path) -> Result<String> {
-    let mut child = std::process::Command::new("ssh-keygen")
-        .args(["-Y", "sign", "-n", NAMESPACE, "-O", "hashalg=sha256", "-f"])
+fn ssh_keygen(bytes: &[u8], key: &Path, via: Via) -> Result<String> {
+    let mut command = std::process::Command::new("ssh-keygen");
+    command.args(["-Y", "sign", "-n", NAMESPACE, "-O", "hashalg=sha256"]);
+    match via {
+        // Only the agent: it fails rather than fall back to a file.
+        Via::Agent => command.arg("-U"),
+        // Only the file: without the agent's socket it cannot be asked.
+        Via::File => command.env_remove("SSH_AUTH_SOCK"),
+    };
+    let mut child = command
+        .arg("-f")
         .arg(key)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -181,9 +297,12 @@ fn ssh_keygen(bytes: &[u8], key: &Path) -> Result<String> {
         for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
             err = err.cause(line.trim());
         }
-        return Err(err.hint(
-            "for a public key, its private half must be in the running agent (`ssh-add -l`, `SSH_AUTH_SOCK`); for a private key file, check its passphrase and permissions",
-        ));
+        return Err(err.hint(match via {
+            Via::Agent => {
+                "check that the running agent still holds the key (`ssh-add -l`, `SSH_AUTH_SOCK`)"
+            }
+            Via::File => "check the private key file's passphrase and permissions",
+        }));
     }
     String::from_utf8(out.stdout)
         .map_err(|_| Error::new("`ssh-keygen -Y sign` wrote something other than a signature"))

@@ -134,26 +134,115 @@ impl<'a> Wire<'a> {
 
 const MAGIC: &[u8] = b"SSHSIG";
 
-/// Reads `-----BEGIN SSH SIGNATURE-----` text. The error says what is wrong, in a few words.
-pub fn parse(pem: &[u8]) -> Result<Sig, String> {
-    // Lines of 70 characters, as ssh-keygen writes them (and the `ssh-key` crate reads them).
-    let armor = |e: pem_rfc7468::Error| format!("not an armored signature ({e})");
-    let mut decoder = pem_rfc7468::Decoder::new_wrapped(pem, 70).map_err(armor)?;
-    let label = decoder.type_label();
-    let mut blob = Vec::new();
-    decoder.decode_to_end(&mut blob).map_err(armor)?;
-    if label != "SSH SIGNATURE" {
-        return Err(format!("armored as `{label}`, not `SSH SIGNATURE`"));
+/// The signature algorithm of RSA with SHA-1.
+const SHA1_RSA: &[u8] = b"ssh-rsa";
+
+/// Why a signature file cannot be read, in plain words that follow "it" (`is cut short: ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// What is wrong.
+    pub what: String,
+    /// The file is not an SSH signature at all (other text, another armor, binary, damaged),
+    /// as opposed to a signature of a kind mcpsum does not accept.
+    pub junk: bool,
+    /// What to do, when it is more than signing again.
+    pub hint: Option<String>,
+}
+
+impl ParseError {
+    fn junk(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            junk: true,
+            hint: None,
+        }
     }
-    let malformed = || "malformed signature".to_owned();
+
+    fn refused(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            junk: false,
+            hint: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)
+    }
+}
+
+const BEGIN: &str = "-----BEGIN SSH SIGNATURE-----";
+const END: &str = "-----END SSH SIGNATURE-----";
+
+/// The bytes inside the `-----BEGIN SSH SIGNATURE-----` armor, or what the file is instead.
+fn dearmor(pem: &[u8]) -> Result<Vec<u8>, ParseError> {
+    let Some(text) = std::str::from_utf8(pem).ok().filter(|t| !t.contains('\0')) else {
+        return Err(ParseError::junk("holds binary data, not text"));
+    };
+    let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err(ParseError::junk("is empty"));
+    };
+    let label = first
+        .strip_prefix("-----BEGIN ")
+        .and_then(|l| l.strip_suffix("-----"));
+    match label {
+        None => {
+            return Err(ParseError::junk(format!(
+                "has no `{BEGIN}` line at its start"
+            )));
+        }
+        Some(label) if label != "SSH SIGNATURE" => {
+            let label: String = crate::output::sanitize_line(label)
+                .chars()
+                .take(40)
+                .collect();
+            return Err(ParseError::junk(format!(
+                "is a `-----BEGIN {label}-----` block, not a signature"
+            )));
+        }
+        Some(_) => {}
+    }
+    if !text.lines().any(|l| l.trim() == END) {
+        return Err(ParseError::junk(format!(
+            "is cut short: it has no `{END}` line"
+        )));
+    }
+    // Lines of 70 characters, as ssh-keygen writes them (and the `ssh-key` crate reads them).
+    let damaged = |_| {
+        ParseError::junk(format!(
+            "has damaged text between its `{BEGIN}` and `{END}` lines (not the base64 in lines of 70 characters that `ssh-keygen` writes)"
+        ))
+    };
+    let mut decoder = pem_rfc7468::Decoder::new_wrapped(pem, 70).map_err(damaged)?;
+    let mut blob = Vec::new();
+    decoder.decode_to_end(&mut blob).map_err(damaged)?;
+    Ok(blob)
+}
+
+/// Reads `-----BEGIN SSH SIGNATURE-----` text. The error says what is wrong, in a few words.
+pub fn parse(pem: &[u8]) -> Result<Sig, ParseError> {
+    let blob = dearmor(pem)?;
+    let malformed = || {
+        ParseError::junk(
+            "is cut short or damaged inside its armor: it does not hold a whole SSH signature",
+        )
+    };
     let mut w = Wire(&blob);
     if w.0.get(..MAGIC.len()) != Some(MAGIC) {
-        return Err(malformed());
+        return Err(ParseError::junk(
+            "does not hold an SSH signature inside its armor (its data does not begin with `SSHSIG`)",
+        ));
     }
     w.0 = &w.0[MAGIC.len()..];
+    // Versions 0 and 1 lay the signature out alike, and the version is not signed:
+    // `ssh-keygen -Y verify` (OpenSSH 9.2) reads both and refuses any later one.
     let version = w.u32().ok_or_else(malformed)?;
-    if version != 1 {
-        return Err(format!("unsupported signature version {version}"));
+    if version > 1 {
+        return Err(ParseError::refused(format!(
+            "is of signature version {version}; mcpsum reads versions 0 and 1, as `ssh-keygen -Y verify` (OpenSSH 9.2) does"
+        )));
     }
     let key_blob = w.string().ok_or_else(malformed)?;
     let namespace = w.string().ok_or_else(malformed)?;
@@ -166,28 +255,36 @@ pub fn parse(pem: &[u8]) -> Result<Sig, String> {
     let namespace = std::str::from_utf8(namespace)
         .ok()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| "empty or non-UTF-8 namespace".to_owned())?
+        .ok_or_else(|| ParseError::refused("has an empty or non-UTF-8 namespace"))?
         .to_owned();
     // ssh-keygen verifies these two only.
     let hash_alg = match hash_alg {
         b"sha256" => HashAlg::Sha256,
         b"sha512" => HashAlg::Sha512,
         other => {
-            return Err(format!(
-                "unsupported hash algorithm `{}`",
-                String::from_utf8_lossy(other)
-            ));
+            return Err(ParseError::refused(format!(
+                "hashes the lockfile with `{}`; `ssh-keygen -Y sign` uses `sha512` or `sha256`",
+                crate::output::sanitize_line(&String::from_utf8_lossy(other))
+            )));
         }
     };
-    let signature =
-        Signature::try_from(sig_blob).map_err(|e| format!("unreadable signature blob ({e})"))?;
+    // ssh-keygen refuses an RSA SSHSIG made with SHA-1 (`ssh-rsa`), and so does mcpsum.
+    if Wire(sig_blob).string() == Some(SHA1_RSA) {
+        return Err(ParseError::refused(
+            "is made with `ssh-rsa` (RSA with SHA-1), which neither mcpsum nor `ssh-keygen -Y verify` accepts: SHA-1 signatures can be forged",
+        ));
+    }
+    let signature = Signature::try_from(sig_blob)
+        .map_err(|e| ParseError::refused(format!("holds a signature mcpsum cannot read ({e})")))?;
     let key_type = Wire(key_blob).string().ok_or_else(malformed)?;
     let key = if key_type.ends_with(b"-cert-v01@openssh.com") {
         SigKey::Cert(Box::new(certificate(key_blob)?))
     } else {
         SigKey::Plain(
             PublicKey::from_bytes(key_blob)
-                .map_err(|e| format!("unreadable public key ({e})"))?
+                .map_err(|e| {
+                    ParseError::refused(format!("names a public key mcpsum cannot read ({e})"))
+                })?
                 .key_data()
                 .clone(),
         )
@@ -203,8 +300,10 @@ pub fn parse(pem: &[u8]) -> Result<Sig, String> {
 /// A certificate blob (`PROTOCOL.certkeys`), read and its CA's signature checked over the
 /// bytes signed, as OpenSSH reads one: a certificate whose signature does not verify, or whose
 /// CA key is itself a certificate, is unreadable.
-fn certificate(blob: &[u8]) -> Result<Cert, String> {
-    let malformed = || "malformed certificate".to_owned();
+fn certificate(blob: &[u8]) -> Result<Cert, ParseError> {
+    let cert =
+        |e: String| ParseError::refused(format!("carries a certificate mcpsum cannot accept: {e}"));
+    let malformed = || cert("it is cut short or damaged".to_owned());
     let mut w = Wire(blob);
     let kind = w.string().ok_or_else(malformed)?;
     let plain = kind
@@ -215,10 +314,10 @@ fn certificate(blob: &[u8]) -> Result<Cert, String> {
         b"ssh-ed25519" => 1,
         b"ssh-rsa" | b"ecdsa-sha2-nistp256" | b"ecdsa-sha2-nistp384" | b"ecdsa-sha2-nistp521" => 2,
         other => {
-            return Err(format!(
-                "unsupported certificate type `{}-cert-v01@openssh.com`",
-                String::from_utf8_lossy(other)
-            ));
+            return Err(cert(format!(
+                "its type `{}-cert-v01@openssh.com` is not one mcpsum reads",
+                crate::output::sanitize_line(&String::from_utf8_lossy(other))
+            )));
         }
     };
     let _nonce = w.string().ok_or_else(malformed)?;
@@ -233,14 +332,14 @@ fn certificate(blob: &[u8]) -> Result<Cert, String> {
     key_blob.extend_from_slice(plain);
     key_blob.extend_from_slice(&blob[start..end]);
     let key = PublicKey::from_bytes(&key_blob)
-        .map_err(|e| format!("unreadable certified key ({e})"))?
+        .map_err(|e| cert(format!("its certified key cannot be read ({e})")))?
         .key_data()
         .clone();
     let serial = w.u64().ok_or_else(malformed)?;
     let user = match w.u32().ok_or_else(malformed)? {
         1 => true,
         2 => false,
-        other => return Err(format!("unknown certificate type {other}")),
+        other => return Err(cert(format!("its kind {other} is neither user nor host"))),
     };
     let key_id = w.utf8().ok_or_else(malformed)?;
     let mut names = Wire(w.string().ok_or_else(malformed)?);
@@ -254,17 +353,36 @@ fn certificate(blob: &[u8]) -> Result<Cert, String> {
     let _extensions = w.string().ok_or_else(malformed)?;
     let _reserved = w.string().ok_or_else(malformed)?;
     let ca = PublicKey::from_bytes(w.string().ok_or_else(malformed)?)
-        .map_err(|e| format!("unreadable CA key ({e})"))?
+        .map_err(|e| cert(format!("its CA key cannot be read ({e})")))?
         .key_data()
         .clone();
     let signed = &blob[..blob.len() - w.0.len()];
-    let signature = Signature::try_from(w.string().ok_or_else(malformed)?)
-        .map_err(|e| format!("unreadable certificate signature ({e})"))?;
+    let ca_sig = w.string().ok_or_else(malformed)?;
+    // `ssh-keygen -s` with an RSA CA signs with `rsa-sha2-512` by default since OpenSSH 8.2,
+    // and `ssh`/`sshd` refuse `ssh-rsa` from a CA by default (`CASignatureAlgorithms`);
+    // `ssh-keygen -Y verify` (9.2) still takes it. A chosen-prefix SHA-1 collision is exactly
+    // a certificate the CA signed for one key passing for another: refused, saying so.
+    if Wire(ca_sig).string() == Some(SHA1_RSA) {
+        return Err(ParseError {
+            what: format!(
+                "its certificate `{}` is signed by its CA (RSA key {}) with `ssh-rsa` (SHA-1), which mcpsum refuses: SHA-1 signatures can be forged, and `ssh` and `sshd` refuse them from a CA by default (`CASignatureAlgorithms`), though `ssh-keygen -Y verify` still takes them",
+                crate::output::sanitize_line(&key_id),
+                ca.fingerprint(HashAlg::Sha256)
+            ),
+            junk: false,
+            hint: Some(format!(
+                "have the CA issue the certificate again with SHA-512: `ssh-keygen -s CA_KEY -t rsa-sha2-512 -I {} -n PRINCIPALS KEY.pub` (OpenSSH 8.2 and later do so by default), then sign the lockfile with the new certificate (`mcpsum sign --key KEY-cert.pub`)",
+                crate::output::sanitize_line(&key_id)
+            )),
+        });
+    }
+    let signature = Signature::try_from(ca_sig)
+        .map_err(|e| cert(format!("its CA's signature cannot be read ({e})")))?;
     if !w.0.is_empty() {
         return Err(malformed());
     }
     if !verify(&ca, signed, &signature) {
-        return Err("its certificate's signature by its CA does not verify".to_owned());
+        return Err(cert("its CA's signature on it does not verify".to_owned()));
     }
     Ok(Cert {
         key,
@@ -383,6 +501,11 @@ mod tests {
     fn not_a_signature() {
         assert!(parse(b"hello").is_err());
         let pem = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n";
-        assert_eq!(parse(pem.as_bytes()).unwrap_err(), "malformed signature");
+        assert!(
+            parse(pem.as_bytes())
+                .unwrap_err()
+                .what
+                .contains("cut short or damaged")
+        );
     }
 }

@@ -283,7 +283,8 @@ fn a_key_held_by_ssh_agent_signs_through_its_public_key() {
             &anchor,
             &["sign", "--key", key.public_path().to_str().unwrap()],
         );
-        r.code(2).stderr_has(&["ssh-keygen -Y sign", "agent"]);
+        r.code(2)
+            .stderr_has(&["no `ssh-agent` is running", "no private key", "ssh-add"]);
     }
 }
 
@@ -1326,4 +1327,428 @@ fn lock_and_import_under_an_anchor_warn_that_the_new_lockfile_is_not_signed() {
         anchor.to_str().unwrap(),
     ]);
     assert_eq!(r.stderr.matches("mcpsum sign").count(), 1, "{}", r.stderr);
+}
+
+/// A `mcp.lock.sig` that is not an SSH signature at all (other text, a truncated armor, a PEM of
+/// another type, binary): the refusal names the file and says what it should hold and how to
+/// make it, in plain words (no decoder's jargon), with the exit code of every refusal; without
+/// an anchor `verify` says the same.
+#[test]
+fn a_junk_signature_file_is_refused_in_plain_words() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    let good = std::fs::read_to_string(sig_file(&w)).unwrap();
+    let truncated: String = good.lines().take(3).map(|l| format!("{l}\n")).collect();
+    let other_pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "text",
+            b"this is not a signature\n".to_vec(),
+            "no `-----BEGIN SSH SIGNATURE-----` line",
+        ),
+        ("truncated", truncated.into_bytes(), "cut short"),
+        (
+            "other PEM",
+            other_pem.as_bytes().to_vec(),
+            "`-----BEGIN PUBLIC KEY-----`",
+        ),
+        (
+            "binary",
+            vec![0x00, 0xff, 0x13, 0x37, 0x80, 0x00, 0x01],
+            "binary",
+        ),
+    ];
+    for (what, bytes, words) in cases {
+        std::fs::write(sig_file(&w), &bytes).unwrap();
+        let sig = sig_file(&w);
+        let r = run_with(&w, &anchor, &["verify"]);
+        r.code(2).stderr_has(&[
+            sig.file_name().unwrap().to_str().unwrap(),
+            words,
+            "expected an armored `-----BEGIN SSH SIGNATURE-----` block",
+            "ssh-keygen -Y sign -n mcpsum",
+            "mcpsum sign",
+        ]);
+        for jargon in ["PEM", "preamble", "Base64", "encapsulat", "malformed"] {
+            assert!(
+                !r.stderr.contains(jargon),
+                "{what}: `{jargon}` in {}",
+                r.stderr
+            );
+        }
+        refused(&w, &anchor, &[words]);
+        let r = run_with(&w, &anchor, &["verify", "--json"]);
+        assert_eq!(r.json()["signature"]["state"], "unreadable", "{what}");
+        // No anchor: nothing is refused, and the state is told the same way.
+        let r = w.run(&["verify"]);
+        r.code(0)
+            .stdout_has(&[words, "-----BEGIN SSH SIGNATURE-----"]);
+    }
+}
+
+/// A certificate its RSA CA signed with `ssh-rsa` (SHA-1, `ssh-keygen -s CA -t ssh-rsa`):
+/// `ssh-keygen -Y verify` (OpenSSH 9.2) still accepts it; mcpsum refuses it, saying that SHA-1
+/// is why and how to have it issued again. `mcpsum sign` with it refuses the same way.
+#[test]
+fn a_certificate_signed_with_sha1_is_refused_saying_so() {
+    let w = locked();
+    let ca = keygen(&w, "ca_rsa", "rsa", Some("3072"));
+    let user = keygen(&w, "user", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &ca.line("alice", "cert-authority"));
+    let cert = certify(&ca, &user, "alice-id", &["-n", "alice", "-t", "ssh-rsa"]);
+    ssh_keygen_signs_with(&w, &cert);
+    let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+    assert!(ok, "ssh-keygen takes the SHA-1 certificate: {out}");
+    let words = [
+        "`ssh-rsa` (SHA-1)",
+        "alice-id",
+        "-t rsa-sha2-512",
+        "ssh-keygen -s CA_KEY",
+    ];
+    refused(&w, &anchor, &words);
+    let r = run_with(&w, &anchor, &["verify", "--json"]);
+    assert_eq!(r.json()["signature"]["state"], "unreadable");
+    assert!(!r.stderr.contains("does not verify"), "{}", r.stderr);
+    let r = w.run(&["sign", "--key", cert.to_str().unwrap()]);
+    r.code(2).stderr_has(&words[..3]);
+    // Issued again with SHA-512, it is accepted.
+    let cert = certify(
+        &ca,
+        &user,
+        "alice-id",
+        &["-n", "alice", "-t", "rsa-sha2-512"],
+    );
+    ssh_keygen_signs_with(&w, &cert);
+    run_with(&w, &anchor, &["verify"]).code(0);
+}
+
+/// The SSHSIG version: `ssh-keygen -Y verify` (OpenSSH 9.2) reads versions up to 1, 0 included
+/// (the version is outside what is signed, and both lay the signature out the same way);
+/// mcpsum reads the same, and refuses a later version naming it.
+#[test]
+fn sshsig_version_zero_is_read_as_ssh_keygen_reads_it() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    ssh_keygen_signs(&w, &key, "mcpsum");
+    let text = std::fs::read_to_string(sig_file(&w)).unwrap();
+    let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+    let mut blob = coreutils_base64(&["-d"], body.as_bytes());
+    assert_eq!(&blob[..10], b"SSHSIG\0\0\0\x01");
+    for (version, accepted) in [(0u8, true), (2, false)] {
+        blob[9] = version;
+        // Lines of 70 characters, as ssh-keygen writes them.
+        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
+        std::fs::write(
+            sig_file(&w),
+            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
+        )
+        .unwrap();
+        let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+        assert_eq!(ok, accepted, "ssh-keygen on version {version}: {out}");
+        let r = run_with(&w, &anchor, &["verify"]);
+        if accepted {
+            r.code(0);
+        } else {
+            r.code(2)
+                .stderr_has(&["signature version 2", "versions 0 and 1", "mcpsum sign"]);
+        }
+    }
+}
+
+/// `base64 ARGS` (coreutils) over `input`.
+fn coreutils_base64(args: &[&str], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("base64")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run base64");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "base64 {args:?}");
+    out.stdout
+}
+
+/// An SSHSIG whose own signature is `ssh-rsa` (RSA with SHA-1; made here with `openssl`, as
+/// `ssh-keygen -Y sign` never makes one): `ssh-keygen -Y verify` refuses it, and so does mcpsum,
+/// saying why (not "changed since signing"). The same bytes signed with `rsa-sha2-512` pass both.
+#[test]
+fn an_sshsig_made_with_sha1_rsa_is_refused_saying_so() {
+    use sha2::Digest as _;
+    let w = locked();
+    let private = w.path().join("rsa_pem");
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "", "-f"])
+        .arg(&private)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let public = std::fs::read_to_string(w.path().join("rsa_pem.pub")).unwrap();
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &format!("alice {public}"));
+    let key_blob = coreutils_base64(
+        &["-d"],
+        public.split_whitespace().nth(1).unwrap().as_bytes(),
+    );
+    let string = |b: &[u8]| [&u32::try_from(b.len()).unwrap().to_be_bytes()[..], b].concat();
+    let hash = sha2::Sha512::digest(std::fs::read(w.lockfile()).unwrap());
+    let signed = [
+        &b"SSHSIG"[..],
+        &string(b"mcpsum"),
+        &string(b""),
+        &string(b"sha512"),
+        &string(&hash),
+    ]
+    .concat();
+    let data = w.path().join("signed-data");
+    std::fs::write(&data, &signed).unwrap();
+    for (alg, digest, accepted) in [
+        ("rsa-sha2-512", "-sha512", true),
+        ("ssh-rsa", "-sha1", false),
+    ] {
+        let out = Command::new("openssl")
+            .args(["dgst", digest, "-sign"])
+            .arg(&private)
+            .arg(&data)
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl dgst");
+        let sig = string(&[string(alg.as_bytes()), string(&out.stdout)].concat());
+        let blob = [
+            &b"SSHSIG"[..],
+            &1u32.to_be_bytes(),
+            &string(&key_blob),
+            &string(b"mcpsum"),
+            &string(b""),
+            &string(b"sha512"),
+            &sig,
+        ]
+        .concat();
+        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
+        std::fs::write(
+            sig_file(&w),
+            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
+        )
+        .unwrap();
+        let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
+        assert_eq!(ok, accepted, "ssh-keygen on {alg}: {out}");
+        let r = run_with(&w, &anchor, &["verify"]);
+        if accepted {
+            r.code(0);
+        } else {
+            r.code(2)
+                .stderr_has(&["`ssh-rsa` (RSA with SHA-1)", "mcpsum sign"]);
+            assert!(!r.stderr.contains("changed since"), "{}", r.stderr);
+        }
+    }
+}
+
+/// `sign --key K.pub` says what really signed: the agent when it holds that key, otherwise the
+/// private key `K` beside it (`ssh-keygen` falls back to it), with why the agent did not (none
+/// running, or it does not hold the key); neither is an error that names both. A private key
+/// file the agent holds is signed by the agent, as `ssh-keygen` prefers it.
+#[test]
+fn sign_reports_whether_the_agent_or_the_key_file_signed() {
+    let w = locked();
+    let sign = |key: &Path, sock: Option<&Path>| {
+        let mut c = w.cmd();
+        if let Some(s) = sock {
+            c.env("SSH_AUTH_SOCK", s);
+        }
+        crate::support::Run::from_output(
+            c.args(["sign", "--key", key.to_str().unwrap()])
+                .output()
+                .unwrap(),
+        )
+    };
+    for (kind, bits) in [("ed25519", None), ("rsa", Some("2048"))] {
+        let key = keygen(&w, &format!("beside_{kind}"), kind, bits);
+        let private = key.private.display().to_string();
+        // No agent at all.
+        let r = sign(&key.public_path(), None);
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            "no `ssh-agent` is running",
+            &key.fingerprint(),
+        ]);
+        assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        // An agent that does not hold it.
+        let agent = agent(&w, &format!("empty_{kind}"));
+        let r = sign(&key.public_path(), Some(&agent.sock));
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            "does not hold it",
+        ]);
+        assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        // The agent holds it: the agent signs, for the public key and for the private file.
+        let st = Command::new("ssh-add")
+            .arg("-q")
+            .arg(&key.private)
+            .env("SSH_AUTH_SOCK", &agent.sock)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "ssh-add");
+        for given in [key.public_path(), key.private.clone()] {
+            if kind == "ed25519" && given == key.private {
+                // An unencrypted Ed25519 file signs in-process: no agent involved.
+                sign(&given, Some(&agent.sock))
+                    .code(0)
+                    .stderr_has(&[&key.fingerprint()]);
+                continue;
+            }
+            let r = sign(&given, Some(&agent.sock));
+            r.code(0)
+                .stderr_has(&["by `ssh-agent`", &key.fingerprint()]);
+            assert!(!r.stderr.contains("private key"), "{}", r.stderr);
+        }
+        // Neither: the error says both.
+        std::fs::remove_file(&key.private).unwrap();
+        drop(agent);
+        let r = sign(&key.public_path(), None);
+        r.code(2).stderr_has(&[
+            "no `ssh-agent` is running",
+            &format!("no private key `{private}`"),
+            "ssh-add",
+        ]);
+    }
+}
+
+/// Every command that writes a signed lockfile warns once, and the same way, that the signature
+/// no longer holds: `lock --name`, `lock --all`, `import`, `suggest-policy --write`, `remove`;
+/// with an anchor in force, that proxies will refuse its servers until a listed signer signs.
+#[test]
+fn every_command_that_writes_the_lockfile_warns_once_the_same_way() {
+    let w = locked();
+    let web = w.scenario(
+        "web",
+        &json!({"tools": [{"name": "fetch", "inputSchema": {"type": "object"},
+            "annotations": {"openWorldHint": true, "readOnlyHint": true}}]}),
+    );
+    w.lock_fake("web", &web, &[]).code(0);
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let config = w.path().join("servers.json");
+    let other = w.scenario("other", &example_scenario());
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"other": {"command": crate::support::PYTHON,
+            "args": [crate::support::fake_server(), other]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut changed = example_scenario();
+    changed["tools"][0]["description"] = json!("Changed.");
+    for anchored in [false, true] {
+        // `web` without its taint labels again, for `suggest-policy --write` to add them.
+        w.run(&["remove", "--name", "web"]).code(0);
+        w.lock_fake("web", &web, &[]).code(0);
+        let writers: Vec<Vec<&str>> = vec![
+            vec!["lock", "--name", "time"],
+            vec!["lock", "--all"],
+            vec!["import", "--from", "servers.json"],
+            vec!["suggest-policy", "--name", "web", "--write"],
+            vec!["remove", "--name", "other"],
+        ];
+        for (i, args) in writers.iter().enumerate() {
+            // Each writer changes something: the server's surface flips between two.
+            let surface = if i % 2 == 0 {
+                &changed
+            } else {
+                &example_scenario()
+            };
+            w.scenario("time", surface);
+            w.run(&["sign", "--key", key.private.to_str().unwrap()])
+                .code(0);
+            let r = if anchored {
+                run_with(&w, &anchor, args)
+            } else {
+                w.run(args)
+            };
+            r.code(0);
+            let (words, once) = if anchored {
+                (
+                    vec![
+                        "has no valid signature",
+                        "changed since it was signed",
+                        "proxies will refuse its servers",
+                    ],
+                    "proxies will refuse its servers",
+                )
+            } else {
+                (
+                    vec!["no longer matches", "mcpsum sign"],
+                    "no longer matches",
+                )
+            };
+            r.stderr_has(&words);
+            assert_eq!(
+                r.stderr.matches(once).count(),
+                1,
+                "{args:?} (anchor: {anchored}): {}",
+                r.stderr
+            );
+        }
+    }
+}
+
+/// With an anchor in force and no valid signature, `lock --name X -- CMD` (a command the person
+/// gives) runs it as for a new server: the untrusted entry's `policy.sandbox` does not confine
+/// or refuse the run, its `envPassthrough` passes no variable, and a warning says so. The policy
+/// stays in the written entry, for the review before `mcpsum sign`.
+#[test]
+fn an_untrusted_entrys_policy_decides_nothing_when_lock_is_given_a_command() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    // Someone who can write the repository edits the entry: a variable passed to the server,
+    // a sandbox policy (with a path this machine lacks, so applying it refuses the run), labels.
+    let mut lock = w.lock_json();
+    let entry = &mut lock["servers"]["time"];
+    entry["envPassthrough"] = json!(["MCPSUM_TEST_SECRET"]);
+    let sandbox = json!({"filesystem": {"read": ["/nonexistent/mcpsum-untrusted"], "write": []},
+        "network": {"allow": []}});
+    entry["policy"] = json!({"sandbox": sandbox,
+        "taint": {"sources": ["echo"], "sinks": []}});
+    w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
+    w.run(&["show"]).code(0);
+    // The person's own command: it records whether the secret reached it, then serves.
+    let seen = w.path().join("seen");
+    let scenario = w.path().join("time.json");
+    let script = format!(
+        "echo \"${{MCPSUM_TEST_SECRET-unset}}\" > '{}'; exec {}",
+        seen.display(),
+        crate::support::fake_argv(&scenario).join(" ")
+    );
+    let out = w
+        .cmd()
+        .env("MCPSUM_TEST_SECRET", "hunter2")
+        .args(["--allowed-signers", anchor.to_str().unwrap()])
+        .args(["lock", "--name", "time", "--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let r = crate::support::Run::from_output(out);
+    r.code(0).stderr_has(&[
+        "has no valid signature",
+        "policy.sandbox",
+        "MCPSUM_TEST_SECRET",
+        "not applied",
+        "mcpsum sign",
+    ]);
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "unset");
+    let entry = &w.lock_json()["servers"]["time"];
+    assert_eq!(entry["policy"]["sandbox"], sandbox, "{entry:#}");
+    assert_eq!(entry["policy"]["taint"]["sources"], json!(["echo"]));
+    assert!(
+        entry.get("envPassthrough").is_none_or(|e| e == &json!([])),
+        "{entry:#}"
+    );
 }

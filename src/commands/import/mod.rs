@@ -120,6 +120,15 @@ pub async fn run(
             ));
         }
     }
+    for g in &groups {
+        if g.plan
+            .jobs
+            .values()
+            .any(|j| matches!(j.action, Action::Lock))
+        {
+            crate::signing::warn_if_stale_before(&g.lockfile);
+        }
+    }
     // Lock every server at once, as `mcpsum lock --all` does; a failure leaves its entries as
     // they are.
     let jobs: Vec<(PathBuf, LockArgs)> = groups
@@ -175,7 +184,10 @@ pub async fn run(
 
     let mut all_rewrites = Vec::new();
     for g in &groups {
-        crate::signing::warn_after_write(&g.lockfile, trust);
+        // Once for each lockfile this import wrote into.
+        if newly.get(&g.lockfile).is_some_and(|n| *n > 0) {
+            crate::signing::warn_after_write(&g.lockfile, trust);
+        }
         let lockfile = g.lockfile.clone();
         all_rewrites.extend(rewrites(&g.files, &g.plan, &program, &lockfile, |n| {
             locked.contains(&(lockfile.clone(), n.to_owned()))
