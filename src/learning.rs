@@ -245,7 +245,7 @@ impl Context {
     /// of one, a whole top-level folder, `/etc` or below it, nor anything holding a secret or
     /// (for writes) a protected path.
     fn folder_ok(&self, p: &Path, write: bool) -> bool {
-        let system = SYSTEM_DIRS.iter().any(|d| Path::new(d).starts_with(p));
+        let system = mcpsum_sandbox::is_system_folder(p);
         let home_shared = self.homes.iter().chain(&self.home).any(|h| {
             HOME_SHARED_DIRS
                 .iter()
@@ -284,56 +284,6 @@ impl Context {
         p.display().to_string()
     }
 }
-
-/// Folders of the system layout: never a rule of their own, whatever was seen below them.
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr",
-    "/usr/bin",
-    "/usr/sbin",
-    "/usr/lib",
-    "/usr/lib32",
-    "/usr/lib64",
-    "/usr/libexec",
-    "/usr/include",
-    "/usr/share",
-    "/usr/src",
-    "/usr/local",
-    "/usr/local/bin",
-    "/usr/local/sbin",
-    "/usr/local/lib",
-    "/usr/local/share",
-    "/usr/local/include",
-    "/usr/local/src",
-    "/opt",
-    "/etc",
-    "/var",
-    "/var/lib",
-    "/var/cache",
-    "/var/log",
-    "/var/spool",
-    "/var/opt",
-    "/var/local",
-    "/var/mail",
-    "/var/run",
-    "/var/backups",
-    "/run",
-    "/srv",
-    "/mnt",
-    "/media",
-    "/boot",
-    "/home",
-    "/root",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/bin",
-    "/sbin",
-    "/proc",
-    "/sys",
-    "/dev",
-    "/tmp",
-    "/var/tmp",
-];
 
 /// Folders of a home that hold every application's settings (and so, sooner or later, tokens).
 const HOME_SHARED_DIRS: &[&str] = &[

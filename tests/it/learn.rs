@@ -884,3 +884,34 @@ fn suggest_escapes_what_the_server_named() {
     );
     assert!(all.contains("agent.sock\\nFORGED"), "{all}");
 }
+
+/// A write rule on a system folder (`/opt`, `/var/lib`) is the person's to make, but `lock`
+/// warns about it; a folder of its own below one is not warned about.
+#[test]
+fn lock_warns_about_a_write_rule_on_a_system_folder() {
+    let w = Sbx::new(crate::sandbox::current_uid());
+    let script = helper("learn_server.py").display().to_string();
+    let wide = policy(
+        std::slice::from_ref(&script),
+        &["/opt".to_owned(), "/var/lib".to_owned()],
+        &[],
+    );
+    let r = w.run(&w.lock_args("learn", &wide, &[], &learn_argv()));
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    for key in ["filesystem.write[0]", "filesystem.write[1]"] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.contains(key) && l.contains("system folder")),
+            "{key}: {}",
+            r.stderr
+        );
+    }
+    let narrow = policy(&[script], &[w.s("data")], &[]);
+    let r = w.run(&w.lock_args("learn", &narrow, &[], &learn_argv()));
+    r.code(0);
+    assert!(!r.stderr.contains("system folder"), "{}", r.stderr);
+}
