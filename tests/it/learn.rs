@@ -762,7 +762,12 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
         layout(&w);
         std::fs::create_dir_all(w.p("home/.config/gh")).unwrap();
         std::fs::write(w.p("home/.config/gh/hosts.yml"), "oauth_token: SECRET-GH").unwrap();
+        std::fs::write(w.p("data/log.txt"), "").unwrap();
         w.chown();
+        let append = |line: &str| {
+            let script = format!("echo {line} >> {}", w.s("data/log.txt"));
+            json!({"argv": ["/bin/sh", "-c", script]})
+        };
         let ctx = format!("uid {uid}");
         let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
         let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
@@ -793,6 +798,7 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
                     "run",
                     json!({"argv": [crate::support::PYTHON, "-c", made_tmp]}),
                 ),
+                ("run", append("learning")),
             ],
             "one.stderr",
         );
@@ -822,7 +828,11 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
             read.contains(&w.s("data/readme.txt")),
             "{ctx}: the second session adds up: {proposal}"
         );
-        assert!(write.is_empty(), "{ctx}: nothing was written: {proposal}");
+        assert_eq!(
+            write,
+            [w.s("data/log.txt")],
+            "{ctx}: only the file it appended to, which existed: {proposal}"
+        );
         let shadow = "/etc/shadow".to_owned();
         let gh = w.s("home/.config/gh/hosts.yml");
         let keyring = w.s("home/.local/share/keyrings/login.keyring");
@@ -852,6 +862,19 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
         let mut s = session(w.command(&["proxy", "--name", "learn"]), w.p("sbx.stderr"));
         let a = escape_call(&mut s, "read", json!({"path": w.s("data/readme.txt")}));
         assert_eq!(a["value"], "readable data", "{ctx}: {a}");
+        let a = escape_call(&mut s, "run", append("sandboxed"));
+        assert_eq!(a["value"]["status"], json!(0), "{ctx}: {a}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("data/log.txt")).unwrap(),
+            "learning\nsandboxed\n",
+            "{ctx}"
+        );
+        let a = escape_call(
+            &mut s,
+            "write",
+            json!({"path": w.s("data/beside.txt"), "text": "x"}),
+        );
+        assert_eq!(a["ok"], json!(false), "{ctx}: nothing beside it: {a}");
         for p in [shadow.as_str(), gh.as_str(), keyring.as_str()] {
             let a = escape_call(&mut s, "read", json!({"path": p}));
             assert_eq!(a["ok"], json!(false), "{ctx}: `{p}` is out of reach: {a}");
