@@ -245,8 +245,17 @@ impl Context {
     /// of one, a whole top-level folder, `/etc` or below it, nor anything holding a secret or
     /// (for writes) a protected path.
     fn folder_ok(&self, p: &Path, write: bool) -> bool {
-        let too_wide =
-            p.components().count() <= 2 || self.is_home_or_above(p) || p.starts_with("/etc");
+        let system = mcpsum_sandbox::is_system_folder(p);
+        let home_shared = self.homes.iter().chain(&self.home).any(|h| {
+            HOME_SHARED_DIRS
+                .iter()
+                .any(|d| h.join(d).starts_with(p) && p.starts_with(h))
+        });
+        let too_wide = p.components().count() <= 2
+            || system
+            || home_shared
+            || self.is_home_or_above(p)
+            || p.starts_with("/etc");
         let holds_secret = self.secrets.iter().any(|s| s.starts_with(p));
         let holds_protected = write && self.protected.iter().any(|s| s.starts_with(p));
         !(too_wide || holds_secret || holds_protected)
@@ -276,11 +285,122 @@ impl Context {
     }
 }
 
+/// Folders of a home that hold every application's settings (and so, sooner or later, tokens).
+const HOME_SHARED_DIRS: &[&str] = &[
+    ".config",
+    ".local",
+    ".local/share",
+    ".local/state",
+    ".cache",
+];
+
+/// `path` made real: the path itself where it exists, else its folder's real path and its name
+/// (a file created and removed again, a lock renamed away).
+fn real_or_parent(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = fs_err::canonicalize(path) {
+        return Some(real);
+    }
+    let parent = fs_err::canonicalize(path.parent()?).ok()?;
+    Some(parent.join(path.file_name()?))
+}
+
+/// Up to `n` names of `set`, quoted, then how many more.
+fn some_names(set: &BTreeSet<String>, n: usize) -> String {
+    let mut out: Vec<String> = set.iter().take(n).map(|n| format!("`{n}`")).collect();
+    if set.len() > n {
+        out.push(format!("{} more", set.len() - n));
+    }
+    out.join(", ")
+}
+
+/// Why a write rule is proposed.
+#[derive(Default)]
+struct WriteWhy {
+    /// Names it created, removed or renamed right in the folder.
+    changed: BTreeSet<String>,
+    /// Folders it made right in the folder.
+    made: BTreeSet<String>,
+    /// Files it wrote that existed (for an exact file rule).
+    exact: bool,
+    /// A folder that exists, itself written (not an entry in it).
+    dir_written: bool,
+    /// A folder it created, kept as itself because the folder it was made in is too wide.
+    created_itself: Option<PathBuf>,
+}
+
+impl WriteWhy {
+    fn is_folder(&self) -> bool {
+        !self.exact || !self.changed.is_empty() || !self.made.is_empty()
+    }
+
+    fn text(&self) -> String {
+        if let Some(parent) = &self.created_itself {
+            return format!(
+                "a folder it created, granted as itself (and what is below it): the folder it was made in, `{}`, is too wide to grant, so this one must exist before a sandboxed start",
+                parent.display()
+            );
+        }
+        if self.dir_written && self.changed.is_empty() && self.made.is_empty() {
+            return "a folder it wrote to, granted with what is below it".into();
+        }
+        if self.exact && self.changed.is_empty() && self.made.is_empty() {
+            return "a file it wrote (this file only: it created, removed or renamed nothing beside it)".into();
+        }
+        let mut parts = Vec::new();
+        if !self.changed.is_empty() {
+            parts.push(format!(
+                "it created, removed or renamed files right in this folder ({})",
+                some_names(&self.changed, 4)
+            ));
+        }
+        if !self.made.is_empty() {
+            parts.push(format!(
+                "it made the folder(s) {} in it",
+                some_names(&self.made, 4)
+            ));
+        }
+        format!(
+            "a folder: {}; a sandbox grants that only on the whole folder, what is below it included",
+            parts.join(", and ")
+        )
+    }
+}
+
+/// Whether a write rule on `dir` covers a git repository's hooks or configuration (code that
+/// runs the next time a person uses git there).
+fn covers_git_hooks(dir: &Path) -> bool {
+    let in_git = dir
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == ".git"));
+    match in_git {
+        Some(git) => dir == git || dir.starts_with(git.join("hooks")),
+        None => dir.join(".git").exists(),
+    }
+}
+
+/// The temporary folders the server made right in a shared temporary folder
+/// (`/tmp/tmpab12cd`, made by `mkdtemp`): in the sandbox they are made in its private `${TMP}`
+/// instead, so nothing below them is proposed.
+fn own_temporaries(
+    ctx: &Context,
+    mkdirs: &BTreeSet<PathBuf>,
+    entries: &BTreeSet<PathBuf>,
+) -> Vec<PathBuf> {
+    mkdirs
+        .iter()
+        .chain(entries)
+        .filter(|p| ctx.tmp.iter().any(|t| p.parent() == Some(t.as_path())))
+        .cloned()
+        .collect()
+}
+
 /// Turns observations into a proposal (see the module docs and the README's "Learn mode").
 pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
     let mut s = Suggestion::default();
     let mut reads: BTreeSet<PathBuf> = BTreeSet::new();
     let mut writes: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut entries: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut mkdirs: BTreeSet<PathBuf> = BTreeSet::new();
     let mut failed = 0usize;
     let mut proxy_addrs: BTreeSet<String> = BTreeSet::new();
     let mut direct: BTreeSet<String> = BTreeSet::new();
@@ -302,18 +422,23 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
                 }
                 Err(_) => failed += 1,
             },
-            Observation::Write { path } | Observation::Mkdir { path } => {
-                if let Ok(real) = fs_err::canonicalize(path) {
+            Observation::Write { path } => match real_or_parent(path) {
+                Some(real) => {
                     writes.insert(real);
-                } else if let Some(parent) = path.parent()
-                    && let Ok(real) = fs_err::canonicalize(parent)
-                {
-                    // Created and removed again (a lock file, a temporary): its folder.
-                    writes.insert(real);
-                } else {
-                    failed += 1;
+                }
+                None => failed += 1,
+            },
+            Observation::Entry { path } => {
+                if let Some(real) = real_or_parent(path) {
+                    entries.insert(real);
                 }
             }
+            Observation::Mkdir { path } => match real_or_parent(path) {
+                Some(real) => {
+                    mkdirs.insert(real);
+                }
+                None => failed += 1,
+            },
             Observation::Connect { addr } => {
                 direct.insert(addr.clone());
             }
@@ -341,10 +466,19 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
             if failed == 1 { "" } else { "s" }
         ));
     }
+    let own_tmp = own_temporaries(ctx, &mkdirs, &entries);
+    let in_tmp = |p: &Path| ctx.in_shared_tmp(p) || own_tmp.iter().any(|t| p.starts_with(t));
 
-    // Writes: the folder a file was written in, as a person would grant it.
-    let mut write_dirs: BTreeMap<PathBuf, (usize, &'static str)> = BTreeMap::new();
-    for w in &writes {
+    // Writes. A write to a file that exists is granted on that file alone; creating, removing
+    // or renaming an entry (git's `index.lock` renamed over `index`) needs the folder, and
+    // making a folder needs the folder it is made in.
+    let mut write_rules: BTreeMap<PathBuf, WriteWhy> = BTreeMap::new();
+    let mut tmp_writes: BTreeSet<PathBuf> = BTreeSet::new();
+    let writes_and_mkdirs = writes
+        .iter()
+        .map(|w| (w, false))
+        .chain(mkdirs.iter().map(|m| (m, true)));
+    for (w, made) in writes_and_mkdirs {
         if ctx.secret(w) {
             s.warnings.push(format!(
                 "wrote `{}`, which looks secret (a credential file or key): left out, grant it by hand only if you mean to",
@@ -359,51 +493,105 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
             ));
             continue;
         }
-        if ctx.in_shared_tmp(w) {
-            s.notes.push(format!(
-                "wrote `{}` in the shared temporary folder: the sandbox gives the server a private `${{TMP}}` (`TMPDIR`) instead; left out",
-                ctx.shown(w)
-            ));
+        if in_tmp(w) {
+            let top = own_tmp
+                .iter()
+                .find(|t| w.starts_with(t))
+                .cloned()
+                .unwrap_or_else(|| w.clone());
+            tmp_writes.insert(top);
             continue;
         }
         if ctx.granted_write.iter().any(|g| w.starts_with(g)) {
             continue;
         }
-        let (target, what) = if w.is_dir() && ctx.folder_ok(w, true) {
-            (w.clone(), "a folder it created or wrote in")
-        } else if let Some(parent) = w.parent()
-            && ctx.folder_ok(parent, true)
-        {
-            (parent.to_path_buf(), "the folder of files it wrote")
-        } else if ctx.folder_ok(w, true) || (!ctx.is_home_or_above(w) && w.parent().is_some()) {
-            (
-                w.clone(),
-                "a file it wrote (kept exact: its folder is too wide to grant)",
-            )
-        } else {
-            s.warnings.push(format!(
-                "wrote `{}`: too wide to grant; left out",
-                ctx.shown(w)
-            ));
-            continue;
-        };
-        let e = write_dirs.entry(target).or_insert((0, what));
-        e.0 += 1;
-    }
-    let write_roots: Vec<PathBuf> = write_dirs.keys().cloned().collect();
-    for (dir, (n, what)) in &write_dirs {
-        if write_roots.iter().any(|o| o != dir && dir.starts_with(o)) {
+        let name = w
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let folder_change = made || entries.contains(w) || !w.exists();
+        if !folder_change && w.is_dir() {
+            if ctx.folder_ok(w, true) {
+                write_rules.entry(w.clone()).or_default().dir_written = true;
+            } else {
+                s.warnings.push(format!(
+                    "wrote to the folder `{}`: too wide to grant (a top-level or system folder, a home or its settings, or it holds a secret or mcpsum's own files); left out",
+                    ctx.shown(w)
+                ));
+            }
             continue;
         }
+        if !folder_change {
+            write_rules.entry(w.clone()).or_default().exact = true;
+            continue;
+        }
+        let Some(parent) = w.parent() else { continue };
+        if ctx.granted_write.iter().any(|g| parent.starts_with(g)) {
+            continue;
+        }
+        if ctx.folder_ok(parent, true) {
+            let why = write_rules.entry(parent.to_path_buf()).or_default();
+            if made {
+                why.made.insert(name);
+            } else {
+                why.changed.insert(name);
+            }
+        } else if made && w.is_dir() && ctx.folder_ok(w, true) {
+            write_rules.entry(w.clone()).or_default().created_itself = Some(parent.to_path_buf());
+        } else if made && w.is_dir() {
+            s.notes.push(format!(
+                "asked to create the folder `{}`, a top-level or system folder (or a home's settings) that is never proposed: it most likely existed already (an observation file of an older mcpsum records the `mkdir` of every parent of `mkdir -p`); left out",
+                ctx.shown(w)
+            ));
+        } else {
+            s.warnings.push(format!(
+                "{} `{}`, which needs write on the whole folder `{}`: too wide to grant (a top-level or system folder, a home or its settings, or it holds a secret or mcpsum's own files); left out",
+                if made { "created the folder" } else { "created, removed or renamed" },
+                ctx.shown(w),
+                ctx.shown(parent)
+            ));
+        }
+    }
+    for t in &tmp_writes {
+        s.notes.push(format!(
+            "wrote `{}` in a shared temporary folder (or a temporary folder it made there itself): in the sandbox it works in its private `${{TMP}}` (`TMPDIR`), readable and writable, instead; left out",
+            ctx.shown(t)
+        ));
+    }
+    let write_roots: Vec<PathBuf> = write_rules
+        .iter()
+        .filter(|(_, w)| w.is_folder())
+        .map(|(p, _)| p.clone())
+        .collect();
+    for (path, why) in &write_rules {
+        if write_roots.iter().any(|o| o != path && path.starts_with(o)) {
+            continue;
+        }
+        if why.is_folder() && covers_git_hooks(path) {
+            s.warnings.push(format!(
+                "the proposed write `{}` covers a git repository's `.git/hooks` and `.git/config`: a sandboxed server could plant a hook or change the configuration, which git runs the next time you use it there. It is proposed because the server {} in that folder, which a sandbox can grant only on the whole folder; review it before you paste it",
+                ctx.shown(path),
+                if why.changed.is_empty() {
+                    "made folders".to_owned()
+                } else {
+                    format!(
+                        "created, removed or renamed {} (git writes `index` by creating `index.lock` and renaming it)",
+                        some_names(&why.changed, 4)
+                    )
+                }
+            ));
+        }
         s.write.push(Proposed {
-            entry: ctx.shown(dir),
-            why: format!("{what} ({n} written)"),
+            entry: ctx.shown(path),
+            why: why.text(),
         });
     }
 
-    // Reads: collapsed into known roots, else exact.
+    // Reads: files collapsed into known roots, else exact. A folder it only listed is left
+    // out: a read rule on a folder grants its whole tree, not the listing alone.
     let mut read_rules: BTreeMap<PathBuf, (usize, String)> = BTreeMap::new();
     let mut secret_reads: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut listed: BTreeSet<PathBuf> = BTreeSet::new();
     let mut tmp_reads = 0usize;
     for r in &reads {
         if ctx.secret(r) {
@@ -421,19 +609,24 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
             .granted_read
             .iter()
             .chain(&ctx.granted_write)
-            .chain(&write_roots)
+            .chain(write_rules.keys())
             .any(|g| r.starts_with(g))
         {
             continue;
         }
-        if ctx.in_shared_tmp(r) {
+        if in_tmp(r) {
             tmp_reads += 1;
             continue;
         }
         let (rule, why) = match known_root(r) {
-            Some((root, kind)) if ctx.folder_ok(&root, false) => (root, kind.to_owned()),
-            _ if r.is_dir() && ctx.folder_ok(r, false) => (r.clone(), "a folder it listed".into()),
-            _ => (r.clone(), "a file it read (kept exact)".into()),
+            Some((root, kind)) if ctx.folder_ok(&root, false) => {
+                (root, format!("{kind}, granted whole"))
+            }
+            _ if r.is_dir() => {
+                listed.insert(r.clone());
+                continue;
+            }
+            _ => (r.clone(), "a file it read (this file only)".into()),
         };
         if ctx.is_home_or_above(&rule) || rule.parent().is_none() {
             s.warnings.push(format!(
@@ -458,17 +651,29 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
         ));
     }
     let read_roots: Vec<PathBuf> = read_rules.keys().cloned().collect();
+    let listed: BTreeSet<String> = listed
+        .iter()
+        .filter(|l| !read_roots.iter().any(|r| l.starts_with(r)))
+        .map(|l| ctx.shown(l))
+        .collect();
+    if !listed.is_empty() {
+        s.notes.push(format!(
+            "listed the folder{} {}: left out, since a read rule on a folder grants everything below it (a sandbox cannot grant the listing alone); add one by hand only if the server must list it and nothing below it is private",
+            if listed.len() == 1 { "" } else { "s" },
+            some_names(&listed, 12)
+        ));
+    }
     for (rule, (n, why)) in &read_rules {
         if read_roots.iter().any(|o| o != rule && rule.starts_with(o)) {
             continue;
         }
-        let what = if *n == 1 && !rule.is_dir() {
-            why.clone()
-        } else {
+        let what = if rule.is_dir() {
             format!(
                 "{why}: {n} path{} read below it",
                 if *n == 1 { "" } else { "s" }
             )
+        } else {
+            why.clone()
         };
         s.read.push(Proposed {
             entry: ctx.shown(rule),
@@ -580,6 +785,16 @@ fn elf_interp(exe: &Path, head: &[u8]) -> Option<PathBuf> {
 /// left out (they are no reason to widen a policy).
 pub fn refused(observations: &[Observation], ctx: &Context) -> Vec<String> {
     let mut out = BTreeSet::new();
+    let mut made = BTreeSet::new();
+    let mut entries = BTreeSet::new();
+    for o in observations {
+        match o {
+            Observation::Mkdir { path } => made.extend(real_or_parent(path)),
+            Observation::Entry { path } => entries.extend(real_or_parent(path)),
+            _ => {}
+        }
+    }
+    let own = own_temporaries(ctx, &made, &entries);
     for o in observations {
         let (path, write) = match o {
             Observation::Read { path } | Observation::Exec { path } => (path, false),
@@ -589,7 +804,8 @@ pub fn refused(observations: &[Observation], ctx: &Context) -> Vec<String> {
         let Ok(real) = fs_err::canonicalize(path) else {
             continue;
         };
-        if ctx.secret(&real) || ctx.in_shared_tmp(&real) {
+        if ctx.secret(&real) || ctx.in_shared_tmp(&real) || own.iter().any(|t| real.starts_with(t))
+        {
             continue;
         }
         let granted = if write {
@@ -729,6 +945,14 @@ mod tests {
         let s = suggest(&obs, &ctx);
         let entries: Vec<&str> = s.read.iter().map(|p| p.entry.as_str()).collect();
         assert_eq!(entries, ["~/notes.txt", "~/proj", "~/venv"]);
+        assert!(s.read[0].why.contains("this file only"), "{:?}", s.read);
+        for folder in &s.read[1..] {
+            assert!(
+                folder.why.contains("granted whole") && !folder.why.contains("a file"),
+                "{:?}",
+                s.read
+            );
+        }
         let writes: Vec<&str> = s.write.iter().map(|p| p.entry.as_str()).collect();
         assert_eq!(writes, ["~/proj/out"]);
         assert!(
@@ -761,6 +985,145 @@ mod tests {
         assert!(!ctx.folder_ok(Path::new("/usr"), false));
         assert!(!ctx.folder_ok(Path::new("/"), false));
         assert!(!ctx.folder_ok(Path::new("/etc/ssl/x"), false));
+    }
+
+    fn entries(s: &[Proposed]) -> Vec<&str> {
+        s.iter().map(|p| p.entry.as_str()).collect()
+    }
+
+    #[test]
+    fn a_mkdir_of_a_system_folder_or_a_written_folder_there_is_never_a_write_rule() {
+        let (_d, root, ctx) = world();
+        // `mkdir -p /usr/share/x` asks for `/usr` and `/usr/share` too (EEXIST); an older
+        // observation file still has them.
+        let obs = vec![
+            Observation::Mkdir {
+                path: "/usr".into(),
+            },
+            Observation::Mkdir {
+                path: "/usr/share".into(),
+            },
+            Observation::Write {
+                path: "/opt".into(),
+            },
+            Observation::Write {
+                path: "/var/lib".into(),
+            },
+            Observation::Mkdir {
+                path: root.join("home/proj/out"),
+            },
+        ];
+        let s = suggest(&obs, &ctx);
+        assert_eq!(entries(&s.write), ["~/proj"], "{:?}", s.write);
+        assert!(
+            s.write[0].why.contains("made the folder(s) `out`"),
+            "{:?}",
+            s.write
+        );
+        for sys in ["/usr", "/usr/share", "/opt", "/var/lib"] {
+            assert!(!ctx.folder_ok(Path::new(sys), true), "{sys}");
+        }
+    }
+
+    #[test]
+    fn a_listed_folder_grants_nothing_and_never_its_secrets() {
+        let (_d, root, mut ctx) = world();
+        let home = root.join("home");
+        fs_err::create_dir_all(home.join(".config/gh")).unwrap();
+        fs_err::write(home.join(".config/gh/hosts.yml"), "token").unwrap();
+        fs_err::create_dir_all(root.join("data/plain")).unwrap();
+        ctx.secrets = mcpsum_sandbox::credential_paths(&home);
+        ctx.secrets.push("/etc/shadow".into());
+        let obs = vec![
+            read(Path::new("/etc")),
+            read(Path::new("/opt")),
+            read(&home.join(".config")),
+            read(&root.join("data/plain")),
+            read(&root.join("data")),
+        ];
+        let s = suggest(&obs, &ctx);
+        assert!(s.read.is_empty(), "{:?}", s.read);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("listed the folders") && n.contains("~/.config")),
+            "{:?}",
+            s.notes
+        );
+        let policy = s.policy().to_string();
+        for never in ["/etc", "/opt", ".config", "plain"] {
+            assert!(!policy.contains(never), "{never}: {policy}");
+        }
+        // Nor a home's settings folder as a rule of its own, nor one holding a secret.
+        assert!(!ctx.folder_ok(&home.join(".config"), false));
+        assert!(!ctx.folder_ok(&home.join(".local/share"), false));
+    }
+
+    #[test]
+    fn a_write_to_an_existing_file_is_exact_and_a_rename_needs_the_folder() {
+        let (_d, root, ctx) = world();
+        let git = root.join("home/proj/.git");
+        fs_err::create_dir_all(git.join("hooks")).unwrap();
+        fs_err::write(git.join("index"), "x").unwrap();
+        fs_err::write(root.join("home/proj/src/a.py"), "x").unwrap();
+        // Only an existing file written in place: that file alone.
+        let s = suggest(
+            &[Observation::Write {
+                path: root.join("home/proj/src/a.py"),
+            }],
+            &ctx,
+        );
+        assert_eq!(entries(&s.write), ["~/proj/src/a.py"], "{:?}", s.write);
+        assert!(s.write[0].why.contains("this file only"), "{:?}", s.write);
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        // git's `index.lock` created, then renamed over `index`: the folder, with a warning
+        // that it covers the hooks.
+        let lock = git.join("index.lock");
+        let obs = vec![
+            Observation::Write { path: lock.clone() },
+            Observation::Entry { path: lock },
+            Observation::Write {
+                path: git.join("index"),
+            },
+            Observation::Entry {
+                path: git.join("index"),
+            },
+        ];
+        let s = suggest(&obs, &ctx);
+        assert_eq!(entries(&s.write), ["~/proj/.git"], "{:?}", s.write);
+        assert!(s.write[0].why.contains("`index.lock`"), "{:?}", s.write);
+        assert!(
+            s.warnings.iter().any(|w| w.contains(".git/hooks")),
+            "{:?}",
+            s.warnings
+        );
+    }
+
+    #[test]
+    fn what_it_makes_in_a_temporary_folder_of_its_own_is_left_out() {
+        let (_d, root, mut ctx) = world();
+        let tmp = root.join("shared-tmp");
+        fs_err::create_dir_all(tmp.join("tmpq1w2e3/sub")).unwrap();
+        ctx.tmp = vec![tmp.clone()];
+        let obs = vec![
+            Observation::Mkdir {
+                path: tmp.join("tmpq1w2e3"),
+            },
+            Observation::Mkdir {
+                path: tmp.join("tmpq1w2e3/sub"),
+            },
+            Observation::Write {
+                path: tmp.join("tmpq1w2e3/sub/f.txt"),
+            },
+        ];
+        let s = suggest(&obs, &ctx);
+        assert!(s.write.is_empty(), "{:?}", s.write);
+        assert!(
+            s.notes.iter().any(|n| n.contains("${TMP}")),
+            "{:?}",
+            s.notes
+        );
+        assert!(refused(&obs, &ctx).is_empty());
     }
 
     #[test]

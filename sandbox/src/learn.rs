@@ -152,10 +152,13 @@ enum Kind {
     OpenAt { flags: u8 },
     /// `openat2(dirfd, path, how)`: flags are the first u64 of `how`.
     OpenAt2,
-    /// A write to the path in argument `path` (relative to the cwd).
-    WritePath { path: u8 },
+    /// A write to the path in argument `path` (relative to the cwd); `entry`: the call adds or
+    /// removes a folder entry (`unlink`, `symlink`, ...), not only writes (`truncate`).
+    WritePath { path: u8, entry: bool },
     /// A write to the path in argument `path` relative to the descriptor in argument `dir`.
-    WriteAt { dir: u8, path: u8 },
+    WriteAt { dir: u8, path: u8, entry: bool },
+    /// `creat(path, mode)`: an entry only when `path` did not exist.
+    Creat,
     /// `renameat(olddir, old, newdir, new)` and `renameat2`: both paths are written.
     RenameAt,
     /// `rename(old, new)`.
@@ -174,6 +177,13 @@ enum Kind {
 
 /// The watched calls of this architecture.
 fn watched() -> Vec<(libc::c_long, Kind)> {
+    let at = |dir, path| Kind::WriteAt {
+        dir,
+        path,
+        entry: true,
+    };
+    #[cfg(target_arch = "x86_64")]
+    let entry = |path| Kind::WritePath { path, entry: true };
     let mut v = vec![
         (libc::SYS_openat, Kind::OpenAt { flags: 2 }),
         (libc::SYS_openat2, Kind::OpenAt2),
@@ -181,25 +191,31 @@ fn watched() -> Vec<(libc::c_long, Kind)> {
         (libc::SYS_execveat, Kind::ExecAt),
         (libc::SYS_mkdirat, Kind::MkdirAt),
         (libc::SYS_connect, Kind::Connect),
-        (libc::SYS_unlinkat, Kind::WriteAt { dir: 0, path: 1 }),
+        (libc::SYS_unlinkat, at(0, 1)),
         (libc::SYS_renameat2, Kind::RenameAt),
-        (libc::SYS_truncate, Kind::WritePath { path: 0 }),
-        (libc::SYS_symlinkat, Kind::WriteAt { dir: 1, path: 2 }),
-        (libc::SYS_linkat, Kind::WriteAt { dir: 2, path: 3 }),
-        (libc::SYS_mknodat, Kind::WriteAt { dir: 0, path: 1 }),
+        (
+            libc::SYS_truncate,
+            Kind::WritePath {
+                path: 0,
+                entry: false,
+            },
+        ),
+        (libc::SYS_symlinkat, at(1, 2)),
+        (libc::SYS_linkat, at(2, 3)),
+        (libc::SYS_mknodat, at(0, 1)),
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([
         (libc::SYS_open, Kind::Open { path: 0, flags: 1 }),
-        (libc::SYS_creat, Kind::WritePath { path: 0 }),
+        (libc::SYS_creat, Kind::Creat),
         (libc::SYS_mkdir, Kind::Mkdir),
-        (libc::SYS_unlink, Kind::WritePath { path: 0 }),
-        (libc::SYS_rmdir, Kind::WritePath { path: 0 }),
+        (libc::SYS_unlink, entry(0)),
+        (libc::SYS_rmdir, entry(0)),
         (libc::SYS_rename, Kind::Rename),
         (libc::SYS_renameat, Kind::RenameAt),
-        (libc::SYS_symlink, Kind::WritePath { path: 1 }),
-        (libc::SYS_link, Kind::WritePath { path: 1 }),
-        (libc::SYS_mknod, Kind::WritePath { path: 0 }),
+        (libc::SYS_symlink, entry(1)),
+        (libc::SYS_link, entry(1)),
+        (libc::SYS_mknod, entry(0)),
     ]);
     v
 }
@@ -272,16 +288,17 @@ fn answer(listener: &OwnedFd, mut out: std::fs::File) {
     }
 }
 
+/// What the call of `n` asks for. Runs before the call is let through, so "does the path exist"
+/// is answered as of before the call (a `mkdir` of an existing folder creates nothing).
 fn observe(n: &crate::sys::Notification, kind: Kind) -> Vec<Observation> {
-    let write = |path| Observation::Write { path };
-    match kind {
+    let paths: Vec<PathBuf> = match kind {
         Kind::Rename => {
             let cwd = at_dir(n.pid, libc::AT_FDCWD);
             [0u8, 1]
                 .iter()
                 .filter_map(|i| {
                     let raw = read_c_string(n.pid, n.args[usize::from(*i)])?;
-                    resolve(cwd.clone(), &raw).map(write)
+                    resolve(cwd.clone(), &raw)
                 })
                 .collect()
         }
@@ -290,14 +307,28 @@ fn observe(n: &crate::sys::Notification, kind: Kind) -> Vec<Observation> {
             .filter_map(|(d, p)| {
                 let dir = at_dir(n.pid, low_i32(n.args[*d]));
                 let raw = read_c_string(n.pid, n.args[*p])?;
-                resolve(dir, &raw).map(write)
+                resolve(dir, &raw)
             })
             .collect(),
-        _ => observe_one(n, kind).into_iter().collect(),
-    }
+        _ => return observe_one(n, kind).unwrap_or_default(),
+    };
+    paths.into_iter().flat_map(write_entry).collect()
 }
 
-fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Observation> {
+/// A write that changes the entries of the path's folder.
+fn write_entry(path: PathBuf) -> [Observation; 2] {
+    [
+        Observation::Write { path: path.clone() },
+        Observation::Entry { path },
+    ]
+}
+
+/// Whether `path` has no entry (as of now: before the watched call runs).
+fn absent(path: &Path) -> bool {
+    fs_err::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Vec<Observation>> {
     let pid = n.pid;
     let arg = |i: u8| n.args[usize::from(i)];
     let cwd = || at_dir(pid, libc::AT_FDCWD);
@@ -307,22 +338,40 @@ fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Observation> 
         resolve(dir, &raw)
     };
     match kind {
-        Kind::Open { path, flags } => open_obs(path_at(cwd(), path)?, arg(flags)),
-        Kind::OpenAt { flags } => open_obs(path_at(at(0), 1)?, arg(flags)),
+        Kind::Open { path, flags } => open_all(path_at(cwd(), path)?, arg(flags)),
+        Kind::OpenAt { flags } => open_all(path_at(at(0), 1)?, arg(flags)),
         Kind::OpenAt2 => {
             let mut how = [0u8; 8];
             read_remote(pid, arg(2), &mut how)?;
-            open_obs(path_at(at(0), 1)?, u64::from_ne_bytes(how))
+            open_all(path_at(at(0), 1)?, u64::from_ne_bytes(how))
         }
-        Kind::WritePath { path } => Some(Observation::Write {
-            path: path_at(cwd(), path)?,
-        }),
-        Kind::WriteAt { dir, path } => Some(Observation::Write {
-            path: path_at(at(dir), path)?,
-        }),
-        Kind::Exec => Some(Observation::Exec {
+        Kind::WritePath { path, entry } => {
+            let path = path_at(cwd(), path)?;
+            Some(if entry {
+                write_entry(path).to_vec()
+            } else {
+                vec![Observation::Write { path }]
+            })
+        }
+        Kind::WriteAt { dir, path, entry } => {
+            let path = path_at(at(dir), path)?;
+            Some(if entry {
+                write_entry(path).to_vec()
+            } else {
+                vec![Observation::Write { path }]
+            })
+        }
+        Kind::Creat => {
+            let path = path_at(cwd(), 0)?;
+            Some(if absent(&path) {
+                write_entry(path).to_vec()
+            } else {
+                vec![Observation::Write { path }]
+            })
+        }
+        Kind::Exec => Some(vec![Observation::Exec {
             path: path_at(cwd(), 0)?,
-        }),
+        }]),
         Kind::ExecAt => {
             let raw = read_c_string(pid, arg(1))?;
             let path = if raw.is_empty() {
@@ -330,15 +379,11 @@ fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Observation> 
             } else {
                 resolve(at(0), &raw)?
             };
-            Some(Observation::Exec { path })
+            Some(vec![Observation::Exec { path }])
         }
-        Kind::Mkdir => Some(Observation::Mkdir {
-            path: path_at(cwd(), 0)?,
-        }),
-        Kind::MkdirAt => Some(Observation::Mkdir {
-            path: path_at(at(0), 1)?,
-        }),
-        Kind::Connect => connect_obs(pid, arg(1), arg(2)),
+        Kind::Mkdir => mkdir_obs(path_at(cwd(), 0)?),
+        Kind::MkdirAt => mkdir_obs(path_at(at(0), 1)?),
+        Kind::Connect => Some(connect_obs(pid, arg(1), arg(2)).into_iter().collect()),
         Kind::Rename | Kind::RenameAt => None,
     }
 }
@@ -347,6 +392,26 @@ fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Observation> 
 fn low_i32(arg: u64) -> i32 {
     let low = u32::try_from(arg & 0xffff_ffff).unwrap_or(0);
     i32::from_ne_bytes(low.to_ne_bytes())
+}
+
+/// A `mkdir` creates a folder only where none was (`mkdir -p /usr/share/x` asks for `/usr` too).
+fn mkdir_obs(path: PathBuf) -> Option<Vec<Observation>> {
+    Some(if absent(&path) {
+        vec![Observation::Mkdir { path }]
+    } else {
+        Vec::new()
+    })
+}
+
+/// [`open_obs`], with the [`Observation::Entry`] of an `O_CREAT` that makes a new file.
+fn open_all(path: PathBuf, flags: u64) -> Option<Vec<Observation>> {
+    let creates = low_i32(flags) & libc::O_CREAT != 0 && absent(&path);
+    let o = open_obs(path.clone(), flags)?;
+    Some(if creates {
+        vec![o, Observation::Entry { path }]
+    } else {
+        vec![o]
+    })
 }
 
 fn open_obs(path: PathBuf, flags: u64) -> Option<Observation> {
@@ -512,6 +577,31 @@ mod tests {
             Some(Observation::Write { path: p.clone() })
         );
         assert_eq!(open_obs(p, flags(libc::O_PATH)), None);
+    }
+
+    #[test]
+    fn only_a_folder_or_file_that_was_not_there_is_a_creation() {
+        let dir = tempfile::tempdir().unwrap();
+        // `mkdir -p /usr/share/x` asks for `/usr` first: EEXIST, nothing made.
+        assert_eq!(mkdir_obs(PathBuf::from("/usr")), Some(Vec::new()));
+        let new = dir.path().join("new");
+        assert_eq!(
+            mkdir_obs(new.clone()),
+            Some(vec![Observation::Mkdir { path: new.clone() }])
+        );
+        let flags = u64::try_from(libc::O_WRONLY | libc::O_CREAT).unwrap();
+        assert_eq!(
+            open_all(new.clone(), flags),
+            Some(vec![
+                Observation::Write { path: new.clone() },
+                Observation::Entry { path: new.clone() }
+            ])
+        );
+        fs_err::write(&new, "x").unwrap();
+        assert_eq!(
+            open_all(new.clone(), flags),
+            Some(vec![Observation::Write { path: new }])
+        );
     }
 
     #[test]

@@ -72,6 +72,8 @@
 //! its origin, by path or by `(st_dev, st_ino)` (a bind mount of `/` or of a home under another
 //! path); the launcher repeats the identity check on each opened descriptor. A `filesystem.*` entry may still open a credential path
 //! on purpose; [`exposed_credentials`] names it, `lock` warns and `sandbox test` shows the row.
+//! Likewise a `filesystem.write` entry on a system folder ([`SYSTEM_DIRS`]: `/usr`, `/opt`,
+//! `/etc`, `/var/lib`, …, or an ancestor of one): [`system_write_rules`] names it, `lock` warns.
 //!
 //! # Environment
 //!
@@ -132,9 +134,10 @@ pub use observe::{Observation, read_observations};
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
     HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,
-    ReadOnlyView, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, cache_env, check_read_set,
-    compensations, credential_paths, exposed_credentials, passwd_homes, plan, plan_for_kernel,
-    plan_with_view, resolve_command, seccomp_table, user_homes,
+    ReadOnlyView, SYSTEM_DIRS, SandboxPlan, SeccompTable, SyscallRule, TLS_KEY_DIRS, cache_env,
+    check_read_set, compensations, credential_paths, exposed_credentials, is_system_folder,
+    passwd_homes, plan, plan_for_kernel, plan_with_view, resolve_command, seccomp_table,
+    system_write_rules, user_homes,
 };
 pub use policy::{
     Limits, NetworkMode, PolicyError, PolicyPath, Protected, SandboxPolicy, ValidatedPolicy,

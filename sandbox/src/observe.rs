@@ -24,8 +24,17 @@ pub enum Observation {
         /// As for [`Observation::Read`].
         path: PathBuf,
     },
-    /// Created the folder `path`.
+    /// Created the folder `path` (it did not exist when the call was made: a `mkdir` of a
+    /// folder that exists, as `mkdir -p` makes on each parent, is not recorded).
     Mkdir {
+        /// As for [`Observation::Read`].
+        path: PathBuf,
+    },
+    /// Changed the entries of `path`'s folder: created `path` (a file that did not exist, a
+    /// link, a node), removed or renamed it. Recorded besides the [`Observation::Write`]: a
+    /// sandbox grants such a change only on the whole folder, a write to a file that exists on
+    /// the file alone.
+    Entry {
         /// As for [`Observation::Read`].
         path: PathBuf,
     },

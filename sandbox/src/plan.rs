@@ -469,6 +469,75 @@ pub fn exposed_credentials(policy: &ValidatedPolicy) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Folders of the system layout. A write rule on one (or on an ancestor of one) lets a server
+/// change what every program on the host runs or reads: allowed (the policy is the person's),
+/// but `lock` warns ([`system_write_rules`]) and learn mode never proposes a rule on one.
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/include",
+    "/usr/share",
+    "/usr/src",
+    "/usr/local",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/local/lib",
+    "/usr/local/share",
+    "/usr/local/include",
+    "/usr/local/src",
+    "/opt",
+    "/etc",
+    "/var",
+    "/var/lib",
+    "/var/cache",
+    "/var/log",
+    "/var/spool",
+    "/var/opt",
+    "/var/local",
+    "/var/mail",
+    "/var/run",
+    "/var/backups",
+    "/run",
+    "/srv",
+    "/mnt",
+    "/media",
+    "/boot",
+    "/home",
+    "/root",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/tmp",
+    "/var/tmp",
+];
+
+/// Whether `p` is one of [`SYSTEM_DIRS`] or an ancestor of one (`/` included).
+pub fn is_system_folder(p: &Path) -> bool {
+    SYSTEM_DIRS.iter().any(|d| Path::new(d).starts_with(p))
+}
+
+/// The policy's write rules on a system folder ([`SYSTEM_DIRS`]): key and path.
+pub fn system_write_rules(policy: &ValidatedPolicy) -> Vec<(String, PathBuf)> {
+    policy
+        .write
+        .iter()
+        .filter_map(|(key, p)| match p {
+            PolicyPath::Host(p) if is_system_folder(p) => Some((key.clone(), p.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The home directories among the protected paths: `$HOME` and the passwd home of the
 /// effective uid.
 fn homes_of(protected: &[(String, PathBuf)]) -> Vec<&Path> {

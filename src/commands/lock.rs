@@ -280,6 +280,13 @@ async fn lock_one(
                 output::sanitize_line(&credential.display().to_string())
             ));
         }
+        for (key, dir) in mcpsum_sandbox::system_write_rules(&req.policy) {
+            output::warn(&format!(
+                "server `{}`: `{key}` lets the server write the system folder `{}`, which other programs run or read; narrow the entry to the files or the folder it needs",
+                args.name,
+                output::sanitize_line(&dir.display().to_string())
+            ));
+        }
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 

@@ -177,7 +177,7 @@ fn render_learned(name: &str, refused: &[String]) -> String {
         out.push_str(&format!("  {}\n", sanitize_line(r)));
     }
     out.push_str(&format!(
-        "\nhint: `mcpsum sandbox suggest --name {name}` proposes a policy that grants them\n"
+        "\nhint: `mcpsum sandbox suggest --name {name}` proposes a policy for what was observed; it leaves out, and says why, what looks secret, what is too wide to grant (a folder only listed, a system folder) and what the private `${{TMP}}` covers, so some of these may stay refused\n"
     ));
     out
 }
@@ -332,11 +332,12 @@ pub fn suggest(
     }
     let ctx = base_context(&args.name, entry, &path)?;
     let s = crate::learning::suggest(&observations, &ctx);
+    // Paths, socket names and `CONNECT` targets come from the server: escaped.
     for w in &s.warnings {
-        output::warn(w);
+        output::warn(&sanitize_line(w));
     }
     for n in &s.notes {
-        output::info(n);
+        output::info(&sanitize_line(n));
     }
     if args.json {
         output::stdout_json(&s.policy());

@@ -13,7 +13,6 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::sandbox::{Sbx, escape_call, helper, kernel_lacks, policy, session, skip, users};
-use crate::support::Client;
 
 /// The learn server's argv.
 fn learn_argv() -> Vec<String> {
@@ -27,6 +26,10 @@ fn learn_argv() -> Vec<String> {
 /// CA file). `None` when `openssl` is missing.
 fn https_host(w: &Sbx) -> Option<(Child, u16, String)> {
     if !Path::new("/usr/bin/openssl").exists() {
+        assert!(
+            !crate::support::real_servers_required(),
+            "`openssl` is missing: the HTTPS host cannot be made (MCPSUM_REQUIRE_REAL_SERVERS=1)"
+        );
         return None;
     }
     let (cert, key) = (w.s("data/ca.pem"), w.root.join("key.pem"));
@@ -86,27 +89,50 @@ fn layout(w: &Sbx) {
     w.chown();
 }
 
-/// The calls of one session; `sandboxed` says what to expect of the key read.
-fn exercise(s: &mut Client, w: &Sbx, port: Option<u16>, ctx: &str) {
-    let r = escape_call(s, "read", json!({"path": w.s("data/proj/src/main.txt")}));
-    assert_eq!(r["value"], "project source", "{ctx}: {r}");
-    let r = escape_call(
-        s,
-        "write",
-        json!({"path": w.s("data/out/report.txt"), "text": "written"}),
-    );
-    assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
-    let r = escape_call(s, "mkdir", json!({"path": w.s("data/out/cache")}));
-    assert_eq!(r["ok"], json!(true), "{ctx}: {r}");
-    let r = escape_call(s, "run", json!({"argv": [w.s("data/bin/tool.sh")]}));
-    assert_eq!(r["value"]["stdout"], "tool-ran\n", "{ctx}: {r}");
+/// A call of the learn server, as a step of the SDK client's plan.
+fn call(tool: &str, args: Value) -> Value {
+    json!({"op": "call", "name": tool, "arguments": args})
+}
+
+/// The learn server's JSON answer of step `i` of an SDK client's run.
+fn answer(r: &Value, i: usize) -> Value {
+    let text = crate::sandbox::first_text(&r["steps"][i]);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("step {i}: not JSON ({e}): {r:#}"))
+}
+
+/// The calls of one session (read a project, write into a folder, make a folder there, run a
+/// script, fetch over HTTPS when there is a host), as SDK client steps.
+fn exercise(w: &Sbx, port: Option<u16>) -> Vec<Value> {
+    let mut steps = vec![
+        call("read", json!({"path": w.s("data/proj/src/main.txt")})),
+        call(
+            "write",
+            json!({"path": w.s("data/out/report.txt"), "text": "written"}),
+        ),
+        call("mkdir", json!({"path": w.s("data/out/cache")})),
+        call("run", json!({"argv": [w.s("data/bin/tool.sh")]})),
+    ];
     if let Some(port) = port {
-        let r = escape_call(
-            s,
+        steps.push(call(
             "fetch",
             json!({"url": format!("https://localhost:{port}/learned")}),
-        );
-        assert_eq!(r["value"]["status"], json!(200), "{ctx}: {r}");
+        ));
+    }
+    steps
+}
+
+/// Checks the answers of [`exercise`]'s steps.
+fn check_exercise(r: &Value, port: Option<u16>, ctx: &str) {
+    assert_eq!(answer(r, 0)["value"], "project source", "{ctx}: {r:#}");
+    assert_eq!(answer(r, 1)["ok"], json!(true), "{ctx}: {r:#}");
+    assert_eq!(answer(r, 2)["ok"], json!(true), "{ctx}: {r:#}");
+    assert_eq!(
+        answer(r, 3)["value"]["stdout"],
+        "tool-ran\n",
+        "{ctx}: {r:#}"
+    );
+    if port.is_some() {
+        assert_eq!(answer(r, 4)["value"]["status"], json!(200), "{ctx}: {r:#}");
     }
 }
 
@@ -128,6 +154,10 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn learn_suggest_paste_and_run_sandboxed() {
+    use crate::sandbox::sdk_client;
+    if crate::support::test_dep("venv/bin/python").is_none() {
+        return;
+    }
     for uid in users() {
         let mut w = Sbx::new(uid);
         layout(&w);
@@ -149,23 +179,19 @@ fn learn_suggest_paste_and_run_sandboxed() {
         r.code(0);
 
         // 1. Learn: the server runs unrestricted while its tree is watched.
-        {
-            let mut s = session(
-                w.command(&["proxy", "--name", "learn", "--learn"]),
-                w.p("learn.stderr"),
-            );
-            exercise(&mut s, &w, port, &format!("{ctx}, learning"));
-            let r = escape_call(&mut s, "read", json!({"path": w.s("home/.ssh/id_ed25519")}));
-            assert_eq!(
-                r["value"], "SECRET-SSH-KEY",
-                "{ctx}: learning is not sandboxed"
-            );
-            assert!(
-                s.stderr().contains("runs without its `policy.sandbox`"),
-                "{ctx}: {}",
-                s.stderr()
-            );
-        }
+        let mut steps = exercise(&w, port);
+        steps.push(call("read", json!({"path": w.s("home/.ssh/id_ed25519")})));
+        let r = sdk_client(
+            &w,
+            &w.argv(&["proxy", "--name", "learn", "--learn"]),
+            json!(steps),
+        );
+        check_exercise(&r, port, &format!("{ctx}, learning"));
+        assert_eq!(
+            answer(&r, steps.len() - 1)["value"],
+            "SECRET-SSH-KEY",
+            "{ctx}: learning is not sandboxed: {r:#}"
+        );
         let events = audit_events(&w);
         assert!(
             events
@@ -194,6 +220,11 @@ fn learn_suggest_paste_and_run_sandboxed() {
             r.stdout
         );
         assert!(r.stdout.contains(&w.s("data/out")), "{ctx}: {}", r.stdout);
+        assert!(
+            r.stdout.contains("some of these may stay refused"),
+            "{ctx}: the hint does not promise to grant all of it: {}",
+            r.stdout
+        );
 
         // 2. The proposal.
         let text = w.run(&["sandbox", "suggest", "--name", "learn"]);
@@ -254,31 +285,32 @@ fn learn_suggest_paste_and_run_sandboxed() {
                 .any(|l| l.contains(&w.s("data/")) || l.starts_with("connect")),
             "{ctx}: the proposal grants what was observed: {refused:?}"
         );
-        {
-            let mut s = session(
-                w.command(&["proxy", "--name", "learn"]),
-                w.p("sandboxed.stderr"),
-            );
-            exercise(&mut s, &w, port, &format!("{ctx}, sandboxed"));
-            for p in [
-                w.s("home/.ssh/id_ed25519"),
-                w.s("data/untouched.txt"),
-                w.s("outside/secret.txt"),
-            ] {
-                let r = escape_call(&mut s, "read", json!({"path": p}));
-                assert_eq!(r["ok"], json!(false), "{ctx}: `{p}` is out of reach: {r}");
-            }
-            let r = escape_call(
-                &mut s,
-                "write",
-                json!({"path": w.s("data/proj/src/main.txt"), "text": "x"}),
-            );
-            assert_eq!(
-                r["ok"],
-                json!(false),
-                "{ctx}: a read path is not writable: {r}"
-            );
+        let mut steps = exercise(&w, port);
+        let first_probe = steps.len();
+        let out_of_reach = [
+            w.s("home/.ssh/id_ed25519"),
+            w.s("data/untouched.txt"),
+            w.s("outside/secret.txt"),
+        ];
+        for p in &out_of_reach {
+            steps.push(call("read", json!({"path": p})));
         }
+        steps.push(call(
+            "write",
+            json!({"path": w.s("data/proj/src/main.txt"), "text": "x"}),
+        ));
+        let r = sdk_client(&w, &w.argv(&["proxy", "--name", "learn"]), json!(steps));
+        check_exercise(&r, port, &format!("{ctx}, sandboxed"));
+        for (i, p) in out_of_reach.iter().enumerate() {
+            let a = answer(&r, first_probe + i);
+            assert_eq!(a["ok"], json!(false), "{ctx}: `{p}` is out of reach: {a}");
+        }
+        let a = answer(&r, first_probe + out_of_reach.len());
+        assert_eq!(
+            a["ok"],
+            json!(false),
+            "{ctx}: a read path is not writable: {a}"
+        );
 
         // Observations add up until `--reset`.
         let r = w.run(&["sandbox", "suggest", "--name", "learn", "--reset"]);
@@ -558,9 +590,15 @@ fn git_server_learned_then_sandboxed_through_the_sdk() {
         let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
         let write = strings(&proposal["filesystem"]["write"]);
         let read_set = strings(&proposal["filesystem"]["read"]);
+        assert_eq!(
+            write,
+            [format!("{repo}/.git")],
+            "{ctx}: it writes into the repository's `.git` only: {proposal}"
+        );
         assert!(
-            !write.is_empty() && write.iter().all(|p| p.starts_with(&repo)),
-            "{ctx}: it writes into the repository only: {proposal}"
+            r.stderr.contains("`.git/hooks` and `.git/config`"),
+            "{ctx}: the grant of the hooks is warned about: {}",
+            r.stderr
         );
         assert!(
             read_set
@@ -623,7 +661,11 @@ fn sandbox_suggest_write_merges_the_proposal_into_the_entry() {
             w.command(&["proxy", "--name", "learn", "--learn"]),
             w.p("learn.stderr"),
         );
-        exercise(&mut s, &w, None, &format!("{ctx}, learning"));
+        for step in exercise(&w, None) {
+            let name = step["name"].as_str().unwrap();
+            let a = escape_call(&mut s, name, step["arguments"].clone());
+            assert_eq!(a["ok"], json!(true), "{ctx}, learning: {name}: {a}");
+        }
     }
     // Signed, so that the write is seen to leave the signature behind.
     let key = w.p("signer");
@@ -707,4 +749,192 @@ fn sandbox_suggest_write_merges_the_proposal_into_the_entry() {
     );
     r.stderr_has(&["already grants everything proposed; nothing written"]);
     assert_eq!(std::fs::read(w.lockfile()).unwrap(), merged, "{ctx}");
+}
+
+/// Observations add up across learning sessions; a `mkdir -p` of folders that exist (EEXIST)
+/// proposes no write; folders only listed (`/etc`, `~/.config`, `~/.local/share`, which hold
+/// `shadow`, `gh/hosts.yml` and a keyring) and what the server makes in a temporary folder of
+/// its own are left out, so after pasting the proposal none of those secrets is readable.
+#[test]
+fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        layout(&w);
+        std::fs::create_dir_all(w.p("home/.config/gh")).unwrap();
+        std::fs::write(w.p("home/.config/gh/hosts.yml"), "oauth_token: SECRET-GH").unwrap();
+        std::fs::write(w.p("data/log.txt"), "").unwrap();
+        w.chown();
+        let append = |line: &str| {
+            let script = format!("echo {line} >> {}", w.s("data/log.txt"));
+            json!({"argv": ["/bin/sh", "-c", script]})
+        };
+        let ctx = format!("uid {uid}");
+        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
+        let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let learn = |calls: &[(&str, Value)], log: &str| {
+            let mut s = session(
+                w.command(&["proxy", "--name", "learn", "--learn"]),
+                w.p(log),
+            );
+            calls
+                .iter()
+                .map(|(tool, args)| escape_call(&mut s, tool, args.clone()))
+                .collect::<Vec<_>>()
+        };
+        let made_tmp = "import os, tempfile; d = tempfile.mkdtemp(dir='/tmp'); \
+                        os.mkdir(d + '/sub'); open(d + '/sub/f.txt', 'w').write('x'); print(d)";
+        let one = learn(
+            &[
+                ("read", json!({"path": w.s("data/proj/src/main.txt")})),
+                ("run", json!({"argv": ["/bin/mkdir", "-p", "/usr/share"]})),
+                ("read", json!({"path": "/etc"})),
+                ("read", json!({"path": w.s("home/.config")})),
+                ("read", json!({"path": w.s("home/.local/share")})),
+                (
+                    "run",
+                    json!({"argv": [crate::support::PYTHON, "-c", made_tmp]}),
+                ),
+                ("run", append("learning")),
+            ],
+            "one.stderr",
+        );
+        for (i, a) in one.iter().enumerate() {
+            assert_eq!(a["ok"], json!(true), "{ctx}: call {i}: {a}");
+        }
+        let made = one[5]["value"]["stdout"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .to_owned();
+        assert!(made.starts_with("/tmp/"), "{ctx}: {made}");
+        // A second session: its observations join the first one's.
+        let two = learn(
+            &[("read", json!({"path": w.s("data/readme.txt")}))],
+            "two.stderr",
+        );
+        assert_eq!(two[0]["value"], "readable data", "{ctx}: {two:?}");
+
+        let r = w.run(&["sandbox", "suggest", "--name", "learn", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
+        let read = strings(&proposal["filesystem"]["read"]);
+        let write = strings(&proposal["filesystem"]["write"]);
+        assert!(read.contains(&w.s("data/proj")), "{ctx}: {proposal}");
+        assert!(
+            read.contains(&w.s("data/readme.txt")),
+            "{ctx}: the second session adds up: {proposal}"
+        );
+        assert_eq!(
+            write,
+            [w.s("data/log.txt")],
+            "{ctx}: only the file it appended to, which existed: {proposal}"
+        );
+        let shadow = "/etc/shadow".to_owned();
+        let gh = w.s("home/.config/gh/hosts.yml");
+        let keyring = w.s("home/.local/share/keyrings/login.keyring");
+        for p in read.iter().chain(&write) {
+            for never in [&shadow, &gh, &keyring, &made] {
+                assert!(
+                    !Path::new(never).starts_with(p),
+                    "{ctx}: `{p}` would grant `{never}`: {proposal}"
+                );
+            }
+            assert!(
+                !p.starts_with("/usr") && !p.starts_with(&made),
+                "{ctx}: {proposal}"
+            );
+        }
+
+        let text = w.run(&["sandbox", "suggest", "--name", "learn"]);
+        text.code(0);
+        assert!(
+            text.stderr.contains("listed the folders"),
+            "{ctx}: the listings are noted: {}",
+            text.stderr
+        );
+        // Pasted in: what it used works, the secrets it only listed the folders of stay closed.
+        w.run(&w.lock_args("learn", &proposal, &[], &learn_argv()))
+            .code(0);
+        let mut s = session(w.command(&["proxy", "--name", "learn"]), w.p("sbx.stderr"));
+        let a = escape_call(&mut s, "read", json!({"path": w.s("data/readme.txt")}));
+        assert_eq!(a["value"], "readable data", "{ctx}: {a}");
+        let a = escape_call(&mut s, "run", append("sandboxed"));
+        assert_eq!(a["value"]["status"], json!(0), "{ctx}: {a}");
+        assert_eq!(
+            std::fs::read_to_string(w.p("data/log.txt")).unwrap(),
+            "learning\nsandboxed\n",
+            "{ctx}"
+        );
+        let a = escape_call(
+            &mut s,
+            "write",
+            json!({"path": w.s("data/beside.txt"), "text": "x"}),
+        );
+        assert_eq!(a["ok"], json!(false), "{ctx}: nothing beside it: {a}");
+        for p in [shadow.as_str(), gh.as_str(), keyring.as_str()] {
+            let a = escape_call(&mut s, "read", json!({"path": p}));
+            assert_eq!(a["ok"], json!(false), "{ctx}: `{p}` is out of reach: {a}");
+        }
+    }
+}
+
+/// What the server names (a Unix socket's path, a `CONNECT` target) reaches `sandbox suggest`'s
+/// output escaped: a newline in it cannot forge a line of the review.
+#[test]
+fn suggest_escapes_what_the_server_named() {
+    let w = Sbx::new(crate::sandbox::current_uid());
+    let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
+    w.run(&w.lock_args("learn", &first, &[], &learn_argv()))
+        .code(0);
+    std::fs::create_dir_all(w.p("state/learn")).unwrap();
+    let lines = [
+        json!({"op": "unix", "path": "/run/agent.sock\nFORGED: all clear \u{1b}[2K"}),
+        json!({"op": "host", "target": "evil.example:443\nFORGED: host ok", "resolved": []}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(w.p("state/learn/learn.jsonl"), text).unwrap();
+    w.chown();
+    let r = w.run(&["sandbox", "suggest", "--name", "learn"]);
+    r.code(0);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        !all.lines().any(|l| l.starts_with("FORGED")) && !all.contains('\u{1b}'),
+        "{all}"
+    );
+    assert!(all.contains("agent.sock\\nFORGED"), "{all}");
+}
+
+/// A write rule on a system folder (`/opt`, `/var/lib`) is the person's to make, but `lock`
+/// warns about it; a folder of its own below one is not warned about.
+#[test]
+fn lock_warns_about_a_write_rule_on_a_system_folder() {
+    let w = Sbx::new(crate::sandbox::current_uid());
+    let script = helper("learn_server.py").display().to_string();
+    let wide = policy(
+        std::slice::from_ref(&script),
+        &["/opt".to_owned(), "/var/lib".to_owned()],
+        &[],
+    );
+    let r = w.run(&w.lock_args("learn", &wide, &[], &learn_argv()));
+    if let Some(why) = kernel_lacks(&r) {
+        return skip(&why);
+    }
+    r.code(0);
+    for key in ["filesystem.write[0]", "filesystem.write[1]"] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.contains(key) && l.contains("system folder")),
+            "{key}: {}",
+            r.stderr
+        );
+    }
+    let narrow = policy(&[script], &[w.s("data")], &[]);
+    let r = w.run(&w.lock_args("learn", &narrow, &[], &learn_argv()));
+    r.code(0);
+    assert!(!r.stderr.contains("system folder"), "{}", r.stderr);
 }
