@@ -28,6 +28,7 @@ pub mod session;
 pub mod signing;
 pub mod stdio;
 pub mod taint;
+pub mod text;
 
 pub use error::{Error, Exit, Result};
 

@@ -762,7 +762,7 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
         };
         reasons.push(format!(
             "{}: {verdict} ({})",
-            crate::output::sanitize_line(name),
+            crate::text::sanitize_line(name),
             why.join("; ")
         ));
     }

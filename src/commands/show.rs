@@ -6,8 +6,9 @@ use serde_json::Value;
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
 use crate::lockfile::{self, ItemSummary, Kind, LockedItem};
-use crate::output::{self, paint_stdout, sanitize_line, style};
+use crate::output::{self, paint_stdout, style};
 use crate::paths;
+use crate::text::sanitize_line;
 
 /// Runs `show`.
 pub fn run(
@@ -153,7 +154,7 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
         let h = hints(tool);
         let l = labels(e, tname);
         s.push_str("    ");
-        output::push_sanitized_line(s, tname);
+        crate::text::push_sanitized_line(s, tname);
         if !h.is_empty() {
             s.push_str("  ");
             s.push_str(&paint_stdout(style::DIM, h.join(" ")));
@@ -171,7 +172,7 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
             s.push_str("    ");
             s.push_str(&noun);
             s.push(' ');
-            output::push_sanitized_line(s, item.key(kind).unwrap_or_default());
+            crate::text::push_sanitized_line(s, item.key(kind).unwrap_or_default());
             s.push('\n');
         }
     }

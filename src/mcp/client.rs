@@ -453,7 +453,7 @@ impl Connection {
         }
         crate::output::warn(&format!(
             "server `{}` wrote {what} on its stdout while mcpsum waited for `{method}`; skipped it: {}",
-            crate::output::sanitize_line(&self.server),
+            crate::text::sanitize_line(&self.server),
             preview(line)
         ));
         self.skipped

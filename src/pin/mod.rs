@@ -149,7 +149,7 @@ pub fn resolve(
                 {
                     crate::output::warn(&format!(
                         "server `{name}`: `--allow-install-scripts {}` allows nothing: no package of its closure by that name has an install script",
-                        crate::output::sanitize_line(pkg)
+                        crate::text::sanitize_line(pkg)
                     ));
                 }
             }
@@ -569,7 +569,7 @@ fn verify_files(name: &str, dir: &Path, manifest: &Manifest, artifacts: &Artifac
         }
         lines.push(format!(
             "{how}: `{}` (package {owner})",
-            crate::output::sanitize_line(path)
+            crate::text::sanitize_line(path)
         ));
     }
     lines.truncate(20);

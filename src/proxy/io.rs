@@ -96,7 +96,7 @@ impl Io {
                 output::warn(&format!(
                     "server `{}` is quarantined: its surface drifted from the lock ({}); review with `mcpsum verify --name {}`",
                     self.name,
-                    output::sanitize_line(&what),
+                    crate::text::sanitize_line(&what),
                     self.name
                 ));
             }

@@ -47,7 +47,6 @@ use crate::mcp::framing;
 use crate::mcp::{
     LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, MODERN_VERSION, codes,
 };
-use crate::output;
 
 pub use io::run;
 
@@ -1211,13 +1210,13 @@ impl Core {
             }
             self.warn(format!(
                 "server `{}` wrote a line that is not JSON on its stdout; skipped it: {short:?}",
-                output::sanitize_line(&self.name)
+                crate::text::sanitize_line(&self.name)
             ));
         }
         if self.banners == MAX_BANNER_WARNINGS {
             self.warn(format!(
                 "server `{}`: further lines that are not JSON are skipped without a warning",
-                output::sanitize_line(&self.name)
+                crate::text::sanitize_line(&self.name)
             ));
         }
     }
