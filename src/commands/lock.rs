@@ -481,7 +481,7 @@ fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
 fn era_hint(name: &str, refused: Era, kept: bool) -> String {
     let (other, other_name) = match refused {
         Era::Modern => ("legacy", "the legacy era"),
-        Era::Legacy => ("modern", "2026-07-28"),
+        Era::Legacy => ("modern", crate::protocol::MODERN_VERSION),
     };
     let why = if kept {
         format!("server `{name}` is locked in {refused} and a re-lock keeps its era; ")

@@ -394,7 +394,7 @@ impl<'a> JsonEntry<'a> {
             env_passthrough: &e.env_passthrough,
             era: match e.era() {
                 lockfile::Era::Legacy => "legacy",
-                lockfile::Era::Modern => "2026-07-28",
+                lockfile::Era::Modern => crate::protocol::MODERN_VERSION,
             },
             protocol_version: &e.protocol_version,
             supported_versions: e.supported_versions.as_deref(),

@@ -535,10 +535,10 @@ pub enum Era {
 
 impl fmt::Display for Era {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Era::Legacy => "legacy (initialize)",
-            Era::Modern => "2026-07-28 (server/discover)",
-        })
+        match self {
+            Era::Legacy => f.write_str("legacy (initialize)"),
+            Era::Modern => write!(f, "{} (server/discover)", crate::protocol::MODERN_VERSION),
+        }
     }
 }
 

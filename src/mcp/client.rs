@@ -17,6 +17,7 @@ use super::{
 };
 use crate::lockfile::{Era, Kind, MAX_ITEMS_PER_KIND, Surface};
 use crate::progress::{self, Phase, Reporter};
+use crate::protocol::BATCH_VERSION;
 
 /// Pages after which a list is considered endless even if every page is empty.
 const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
@@ -196,9 +197,6 @@ pub struct Connection {
     skipped_lines: usize,
     skipped_bytes: usize,
 }
-
-/// The one revision that allows JSON-RPC batches (each peer MUST accept them).
-pub const BATCH_VERSION: &str = "2025-03-26";
 
 /// What the handshake (legacy `initialize` or modern `server/discover`) told.
 #[derive(Debug, Clone)]

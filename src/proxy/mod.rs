@@ -41,12 +41,13 @@ use outbox::Out;
 use crate::audit::CallOutcome;
 use crate::drift::{self, Class};
 use crate::lockfile::{self, Era, Kind, ServerEntry};
-use crate::mcp::client::{BATCH_VERSION, with_modern_meta};
+use crate::mcp::client::with_modern_meta;
 use crate::mcp::envelope::{Head, Scan};
 use crate::mcp::framing;
 use crate::mcp::{
     LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, MODERN_VERSION, codes,
 };
+use crate::protocol::BATCH_VERSION;
 
 pub use io::run;
 
