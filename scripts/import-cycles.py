@@ -52,10 +52,29 @@ LEXEMES = re.compile(
 USE = re.compile(r"\b(pub(?:\s*\([^)]*\))?\s+)?use\s+([^;]+);")
 
 
+TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*([;{])")
+
+
 def strip(text):
+    """The code of a file: comments, strings and `#[cfg(test)] mod` blocks (wherever they are)
+    left out. Returns the text and the names of test modules that are files of their own."""
     text = LEXEMES.sub(lambda m: '""' if m.group(0).endswith(('"', "#")) else " ", text)
-    m = re.search(r"#\[cfg\(test\)\]\s*(pub\s+)?mod\s+" + IDENT, text)
-    return text[: m.start()] if m else text
+    out, files, at = [], set(), 0
+    for m in TEST_MOD.finditer(text):
+        if m.start() < at:
+            continue
+        out.append(text[at : m.start()])
+        if m.group(2) == ";":
+            files.add(m.group(1))
+            at = m.end()
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        at = i
+    out.append(text[at:])
+    return "".join(out), files
 
 
 def expand(tree):
@@ -101,10 +120,15 @@ def expand(tree):
 class Crate:
     def __init__(self, src):
         self.mods = modules(src)
-        self.texts = {}
+        self.texts, tests = {}, set()
         for mod, rel in self.mods.items():
             with open(os.path.join(src, rel), encoding="utf-8") as fh:
-                self.texts[mod] = strip(fh.read())
+                self.texts[mod], files = strip(fh.read())
+            tests.update(mod + (name,) for name in files)
+        # A test module in a file of its own (`#[cfg(test)] mod tests;`) and what is below it.
+        for mod in list(self.mods):
+            if any(mod[: len(t)] == t for t in tests):
+                del self.mods[mod], self.texts[mod]
         # Per module: the names its `use` items bind (all of them, for its own paths) and the
         # names it re-exports (`pub use`, for paths from elsewhere that go through it).
         self.uses, self.exports = {}, {}
