@@ -23,6 +23,7 @@ pub mod progress;
 pub mod protocol;
 pub mod proxy;
 pub mod proxy_start;
+pub mod refusals;
 pub mod sandboxing;
 pub mod session;
 pub mod signing;

@@ -673,7 +673,7 @@ async fn some_or_never<F: std::future::Future + Unpin>(f: Option<&mut F>) -> F::
 }
 
 async fn start_server(
-    launch: &crate::mcp::process::Launch,
+    launch: &crate::launch::Launch,
     era: Era,
     copts: Options,
 ) -> std::result::Result<(client::Connection, lockfile::Surface), StartFailure> {
