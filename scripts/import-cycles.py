@@ -6,7 +6,7 @@ followed; a name a module re-exports (`pub use`, in `lib.rs`, a `mod.rs` or any 
 to the file that defines it, so `crate::Error` is an edge to `error.rs`, not to the crate root.
 A file and the modules below it are one unit (a `mod.rs` naming its children is not a cycle);
 test modules are left out. Exits 1 on a cycle that is not allow-listed below, so a new cycle
-fails `scripts/test.sh`."""
+fails `scripts/test.sh`; and on an import that points up the crate's layers (`LAYERS` below)."""
 
 import os
 import re
@@ -18,6 +18,36 @@ CRATES = ["src", "sandbox/src", "egress/src"]
 # Known cycles, each naming its files (relative to the crate's `src/`), with the reason it may
 # stay. None today.
 ALLOWED: list = []
+
+# The layers of a crate, lowest first: each names the top-level modules (files or folders under
+# the crate's `src/`) in it. A module may import its own layer and those below, never one above
+# (the crate root, `lib.rs`, is above them all). The map of `src/lib.rs`'s docs, checked.
+LAYERS = {
+    "src": [
+        (
+            "base",
+            [
+                "text",
+                "error",
+                "output",
+                "progress",
+                "paths",
+                "fsutil",
+                "lines",
+                "protocol",
+                "canonical",
+                "refusals",
+                "session",
+                "stdio",
+            ],
+        ),
+        ("lockfile", ["lockfile", "signing", "drift", "audit", "pin"]),
+        ("wire", ["mcp"]),
+        ("policy", ["sandboxing", "learning", "taint", "launch", "proxy_start"]),
+        ("proxy", ["proxy"]),
+        ("commands", ["commands", "cli"]),
+    ],
+}
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # How many re-exports in a row are followed (a chain longer than this is a bug in the tree).
@@ -249,10 +279,38 @@ def cycles(crate):
     return result
 
 
+def layer_breaches(name, crate):
+    """Imports that point up the crate's [`LAYERS`], and top-level modules in no layer."""
+    layers = LAYERS.get(name)
+    if layers is None:
+        return []
+    rank = {unit: i for i, (_, units) in enumerate(layers) for unit in units}
+    top = len(layers)
+    out = []
+    for unit in sorted({m[0] for m in crate.mods if m} - set(rank)):
+        out.append(f"`{unit}` is in no layer: add it to LAYERS in scripts/import-cycles.py")
+    edges = crate.edges()
+    for mod in sorted(edges):
+        if not mod or mod[0] not in rank:
+            continue
+        for to, path in sorted(edges[mod].items()):
+            up = rank.get(to[0], top) if to else top
+            if up > rank[mod[0]]:
+                above = layers[up][0] if up < top else "the crate root"
+                out.append(
+                    f"{crate.mods[mod]} ({layers[rank[mod[0]]][0]}) imports {crate.mods[to]} "
+                    f"({above}): {path}"
+                )
+    return out
+
+
 def main():
     bad = 0
     for name in CRATES:
         crate = Crate(os.path.join(ROOT, name))
+        for line in layer_breaches(name, crate):
+            print(f"layer: {name}: {line}")
+            bad += 1
         for files, inner in cycles(crate):
             allowed = (name, files) in ALLOWED
             tag = "allowed" if allowed else "cycle"
@@ -261,13 +319,13 @@ def main():
                 print(f"    {e}")
             bad += not allowed
     if bad:
-        print(f"error: {bad} import cycle(s) between files", file=sys.stderr)
+        print(f"error: {bad} import cycle(s) or imports up the layers", file=sys.stderr)
         print(
             "hint: move what both files need into a lower module that neither imports back",
             file=sys.stderr,
         )
         return 1
-    print("no import cycles between files")
+    print("no import cycles between files, and every import points down the layers")
     return 0
 
 
