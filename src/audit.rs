@@ -132,13 +132,9 @@ pub fn now_rfc3339() -> String {
 impl AuditLog {
     /// Opens (creating, mode 0600) `audit.jsonl` in `state_dir`.
     pub fn open(state_dir: &Path, session: &str, server: &str) -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use fs_err::os::unix::fs::OpenOptionsExt;
         let path = state_dir.join(AUDIT_FILE);
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "an `O_NOFOLLOW` open of the audit log; the error below names the path"
-        )]
-        let file = std::fs::OpenOptions::new()
+        let file = fs_err::OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
@@ -149,7 +145,8 @@ impl AuditLog {
                 Error::new(format!("cannot open the audit log `{}`", path.display()))
                     .cause(e)
                     .hint("the audit log must be writable before any server starts; check the state directory (`MCPSUM_STATE_DIR`)")
-            })?;
+            })?
+            .into_file();
         let (session, server) = (capped(session, FIELD_MAX), capped(server, FIELD_MAX));
         let who = format!(
             ",\"session\":{},\"server\":{}",

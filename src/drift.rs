@@ -12,7 +12,8 @@ use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
 use crate::lockfile::{Era, ItemError, Kind, ServerEntry, Sha256Digest, Surface, sorted_items};
-use crate::output::{paint, sanitize, sanitize_line, style};
+use crate::output::{paint, style};
+use crate::text::{sanitize, sanitize_line};
 
 /// How serious a difference is; ordered by strictness so combining is `max()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

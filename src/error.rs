@@ -104,7 +104,7 @@ impl Error {
 /// name, a JSON-RPC error message) cannot start a line of its own that reads like mcpsum's.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let line = crate::output::sanitize_line;
+        let line = crate::text::sanitize_line;
         f.write_str(&line(&self.message))?;
         for d in &self.details {
             write!(f, "\n  {}", line(d))?;

@@ -8,7 +8,97 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::lockfile::{Entry, Lockfile, ServerEntry};
 use crate::mcp::client::{ClientError, Failure};
-use crate::mcp::process::Launch;
+use crate::mcp::process::{Companion, SpawnError, Start, server_env};
+
+/// What to start: the locked argv, the names of the variables to pass, and how (a sandbox,
+/// learn mode, or neither). The wire layer starts it through [`Start`].
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The server's name, for messages.
+    pub server: String,
+    /// The locked argv.
+    pub argv: Vec<String>,
+    /// The locked `envPassthrough` names.
+    pub env_passthrough: Vec<String>,
+    /// Forward the server's stderr lines to ours (the proxy does; lock and verify keep them).
+    pub forward_stderr: bool,
+    /// The sandbox to run it in, if the entry has one.
+    pub sandbox: Option<crate::sandboxing::SandboxSpec>,
+    /// Learn mode (`proxy --learn`): run it without the sandbox while its guard records what
+    /// it does into this observation file (see `crate::learning`).
+    pub learn: Option<std::path::PathBuf>,
+}
+
+impl Start for Launch {
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    fn forward_stderr(&self) -> bool {
+        self.forward_stderr
+    }
+
+    /// Learn mode: the guard records while the recording proxy lets connections through; a
+    /// sandbox: the launcher command and the sandbox's running state; neither: the guard.
+    fn command(
+        &self,
+        resolved: &Path,
+    ) -> std::result::Result<(std::process::Command, Option<Box<dyn Companion>>), SpawnError> {
+        let not_started = |e: &dyn std::fmt::Display| {
+            SpawnError::Sandbox(format!("server `{}` not started: {e}", self.server))
+        };
+        let env = server_env(&self.env_passthrough);
+        match (&self.sandbox, &self.learn) {
+            (_, Some(observations)) => {
+                let (proxy_env, recorder) = crate::learning::start(&self.server, observations)
+                    .map_err(|e| {
+                        SpawnError::Sandbox(format!(
+                            "server `{}` not started (learn mode): {e}",
+                            self.server
+                        ))
+                    })?;
+                let mut cmd = mcpsum_sandbox::learning_command(resolved, &self.argv, observations)
+                    .map_err(|e| not_started(&e))?;
+                cmd.env_clear();
+                cmd.envs(env);
+                cmd.envs(proxy_env);
+                // The per-server caches the sandbox gives `uvx`/`npx`, so that what is learned
+                // is what the sandboxed server will read (and the cache `lock` warmed).
+                let state_dir =
+                    crate::paths::ensure_state_dir().map_err(|e| not_started(&e.one_line()))?;
+                let program = self.argv.first().map(String::as_str).unwrap_or_default();
+                for (var, dir) in mcpsum_sandbox::cache_env(program, &state_dir, &self.server) {
+                    use std::os::unix::fs::DirBuilderExt;
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(&dir)
+                        .map_err(|e| {
+                            not_started(&format!("cannot create `{}`: {e}", dir.display()))
+                        })?;
+                    cmd.env(var, dir);
+                }
+                Ok((cmd, Some(Box::new(recorder))))
+            }
+            (Some(spec), None) => {
+                let prepared = crate::sandboxing::prepare(&self.server, &self.argv, spec, env)
+                    .map_err(SpawnError::Sandbox)?;
+                Ok((prepared.command, Some(Box::new(prepared.running))))
+            }
+            (None, None) => {
+                let mut cmd = mcpsum_sandbox::guarded_command(resolved, &self.argv)
+                    .map_err(|e| not_started(&e))?;
+                cmd.env_clear();
+                cmd.envs(env);
+                Ok((cmd, None))
+            }
+        }
+    }
+}
 
 /// The entry named `name`, or an error listing the names there are.
 pub fn entry<'a, I>(lock: &'a Lockfile<I>, path: &Path, name: &str) -> Result<&'a Entry<I>> {
@@ -195,11 +285,7 @@ pub fn server_error(what: &str, launch: &Launch, failure: Failure) -> Error {
 
 /// The next step after egress refusals: the `network.allow` entries that would let them
 /// through, or why none would.
-fn egress_hint(
-    server: &str,
-    refusals: &[crate::sandboxing::EgressRefusal],
-    locking: bool,
-) -> String {
+fn egress_hint(server: &str, refusals: &[crate::refusals::EgressRefusal], locking: bool) -> String {
     let mut entries: Vec<String> = Vec::new();
     for r in refusals {
         if let Some(a) = &r.allow

@@ -48,6 +48,9 @@ pub struct Recorder {
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
+/// Alive as long as the server it records; nothing to finish once it runs.
+impl crate::mcp::process::Companion for Recorder {}
+
 /// Starts learning for `server`: notes in the audit log that this session is a learning one,
 /// and starts the recording egress proxy on a loopback port of the host, whose address the
 /// returned variables give the server (as the sandbox's allow mode does). Each `CONNECT` is

@@ -1,5 +1,31 @@
 //! mcpsum: pin what MCP servers show a model in a reviewed lockfile, verify it, and run servers
 //! through a proxy that serves only the pinned surface, under an OS sandbox and a taint policy.
+//!
+//! # Layers
+//!
+//! Each module imports only its own layer and those below it; `scripts/import-cycles.py` checks
+//! this (its `LAYERS` is this list) and that no two files import each other in a cycle. Lowest
+//! first:
+//!
+//! 1. **Base**: [`text`] (sanitising shown text), [`error`], [`output`] (the terminal writer),
+//!    [`progress`], [`paths`], [`fsutil`] (the atomic writer), [`lines`] (the bounded line
+//!    reader), [`protocol`] (the MCP revisions), [`canonical`] (RFC 8785 JSON), [`refusals`],
+//!    [`session`], [`stdio`]. They import only each other (`text` nothing at all); every layer
+//!    above uses them.
+//! 2. **Lockfile**: [`lockfile`] (read, check, write `mcp.lock`), [`signing`], [`drift`],
+//!    [`audit`] (the audit log), [`pin`] (pinned installs). Imports base; used by everything
+//!    above.
+//! 3. **Wire**: [`mcp`] (framing, the JSON-RPC client, starting a server's process). Imports the
+//!    lockfile and base layers; knows nothing of sandboxes or learn mode: it starts what a
+//!    [`mcp::process::Start`] describes. Used by the policy layer and above.
+//! 4. **Policy**: [`sandboxing`] (the bridge to the `mcpsum-sandbox` crate and the egress
+//!    proxy), [`learning`] (learn mode), [`taint`], [`launch`] (how a locked entry starts: it
+//!    builds the sandboxed, learning or guarded command the wire layer spawns),
+//!    [`proxy_start`]. Imports the wire layer and below; used by the proxy and the commands.
+//! 5. **Proxy**: [`proxy`] (serving the pinned surface to a client). Imports the policy layer
+//!    and below; used by the `proxy` command.
+//! 6. **Commands**: [`commands`] (one module per subcommand) and [`cli`] (their arguments).
+//!    Import anything below; only this crate root (`run`, `main`) imports them.
 #![forbid(unsafe_code)]
 // The std calls `clippy.toml` steers to `fs-err` (and the environment setters).
 #![deny(clippy::disallowed_methods)]
@@ -23,11 +49,13 @@ pub mod progress;
 pub mod protocol;
 pub mod proxy;
 pub mod proxy_start;
+pub mod refusals;
 pub mod sandboxing;
 pub mod session;
 pub mod signing;
 pub mod stdio;
 pub mod taint;
+pub mod text;
 
 pub use error::{Error, Exit, Result};
 

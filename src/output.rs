@@ -49,44 +49,6 @@ pub mod style {
     pub const HUNK: Style = AnsiColor::Cyan.on_default();
 }
 
-/// Server-controlled text made safe for a terminal: control characters (C0 except newline and
-/// tab, DEL, C1) and bidirectional overrides are shown as `\u{..}` escapes, so a description
-/// cannot conceal text, erase lines or reorder what a reviewer reads.
-pub fn sanitize(text: &str) -> String {
-    if text
-        .bytes()
-        .all(|b| matches!(b, b' '..=b'~' | b'\n' | b'\t'))
-    {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}');
-        if (c.is_control() && c != '\n' && c != '\t') || bidi {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Like [`sanitize`], for one line: newlines and tabs are escaped too.
-pub fn sanitize_line(text: &str) -> String {
-    let mut out = String::new();
-    push_sanitized_line(&mut out, text);
-    out
-}
-
-/// [`sanitize_line`] appended to `out`.
-pub fn push_sanitized_line(out: &mut String, text: &str) {
-    if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
-        out.push_str(text);
-    } else {
-        out.push_str(&sanitize(text).replace('\n', "\\n").replace('\t', "\\t"));
-    }
-}
-
 /// `text` wrapped in `style` (stripped later when colour is off).
 pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
     format!("{style}{text}{style:#}")
@@ -142,9 +104,9 @@ fn end_if_stdout_closed(result: std::io::Result<()>) {
 /// control characters (`serde_json` escapes them), so there is nothing for `anstream` to strip.
 /// A closed pipe ends the run quietly, as with [`stdout`].
 ///
-/// On a terminal the characters [`sanitize`] escapes (DEL, C1 controls, bidirectional
+/// On a terminal the characters [`sanitize`](crate::text::sanitize) escapes (DEL, C1 controls, bidirectional
 /// overrides), which `serde_json` writes as they are, are written as `\uXXXX` escapes instead
-/// ([`terminal_json`]): the same JSON, which cannot reorder or hide what a reviewer reads.
+/// ([`terminal_json`](crate::text::terminal_json)): the same JSON, which cannot reorder or hide what a reviewer reads.
 pub fn stdout_json<T: serde::Serialize>(doc: &T) {
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() {
@@ -165,7 +127,7 @@ pub fn json_text<T: serde::Serialize>(doc: &T) -> String {
     let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
     text.push('\n');
     if std::io::stdout().is_terminal() {
-        return terminal_json(&text).into_owned();
+        return crate::text::terminal_json(&text).into_owned();
     }
     text
 }
@@ -175,31 +137,6 @@ pub fn json_text<T: serde::Serialize>(doc: &T) -> String {
 pub fn stdout_json_text(text: &str) {
     let mut out = std::io::stdout().lock();
     end_if_stdout_closed(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
-}
-
-/// JSON text made safe for a terminal and equal as JSON. In valid JSON, the characters that
-/// [`sanitize`] escapes can only be inside strings (where they become `\uXXXX` escapes) or be
-/// whitespace between tokens (where a tab or carriage return becomes a space; a newline stays).
-pub fn terminal_json(text: &str) -> std::borrow::Cow<'_, str> {
-    if sanitize(text) == text && !text.contains(['\t', '\r']) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        let mut one = [0; 4];
-        let one = c.encode_utf8(&mut one);
-        if matches!(c, '\t' | '\r') {
-            out.push(' ');
-        } else if c != '\n' && sanitize(one) != *one {
-            let mut units = [0u16; 2];
-            for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// Whether stdout's reader has gone (a closed pipe, a hung-up terminal), checked without
@@ -240,7 +177,7 @@ pub fn error(err: &crate::Error) {
     let mut out = anstream::stderr().lock();
     // Error text is mcpsum's own words around server-sent fragments (error messages, stderr
     // lines): none of it may drive the terminal.
-    let text = sanitize(&err.to_string());
+    let text = crate::text::sanitize(&err.to_string());
     let (body, hint) = match text.split_once("\n\nhint: ") {
         Some((b, h)) => (b, Some(h)),
         None => (text.as_str(), None),
@@ -255,7 +192,7 @@ pub fn error(err: &crate::Error) {
 pub fn server_stderr(server: &str, line: &str) {
     clear_status();
     let mut err = anstream::stderr().lock();
-    let _ = writeln!(err, "[{server}] {}", sanitize_line(line));
+    let _ = writeln!(err, "[{server}] {}", crate::text::sanitize_line(line));
 }
 
 // ----- the status line (`progress`) -----
@@ -306,35 +243,4 @@ pub fn status(text: &str) {
 fn clear_status() {
     // Nothing is written when no status is shown.
     status("");
-}
-
-/// `text` cut to `max` characters, the last of them an ellipsis.
-pub fn ellipsize(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::terminal_json;
-    use serde_json::Value;
-    use std::borrow::Cow;
-
-    #[test]
-    fn terminal_json_escapes_inside_strings_and_keeps_the_value() {
-        let line = "{\"reason\":\"a\u{202e}b\u{9b}c\u{7f}\",\t\"x\":1}";
-        let safe = terminal_json(line);
-        assert_eq!(safe, "{\"reason\":\"a\\u202eb\\u009bc\\u007f\", \"x\":1}");
-        let a: Value = serde_json::from_str(line).unwrap();
-        let b: Value = serde_json::from_str(&safe).unwrap();
-        assert_eq!(a, b);
-        assert!(matches!(terminal_json("{\"a\":\"é\"}"), Cow::Borrowed(_)));
-        // Pretty JSON keeps its lines.
-        let pretty = "{\n  \"a\": \"\u{2066}x\"\n}\n";
-        assert_eq!(terminal_json(pretty), "{\n  \"a\": \"\\u2066x\"\n}\n");
-    }
 }

@@ -98,8 +98,8 @@ impl Progress {
         let board = self.board.as_ref()?;
         let mut b = board.lock().ok()?;
         b.slots.push(Slot {
-            name: output::sanitize_line(name),
-            command: output::sanitize_line(command),
+            name: crate::text::sanitize_line(name),
+            command: crate::text::sanitize_line(command),
             started: Instant::now(),
             phase: Phase::Starting,
         });
@@ -168,7 +168,8 @@ impl Board {
                 _ => {
                     // Shorten the command, not the seconds at the end.
                     let frame = format!("starting {} ()… {secs}s", s.name).chars().count();
-                    let command = output::ellipsize(&s.command, width.saturating_sub(frame).max(8));
+                    let command =
+                        crate::text::ellipsize(&s.command, width.saturating_sub(frame).max(8));
                     format!("starting {} ({command})… {secs}s", s.name)
                 }
             }
@@ -191,7 +192,7 @@ impl Board {
             )
         };
         // Cut so that the line never wraps: a wrapped line cannot be redrawn in place.
-        output::ellipsize(&line, width)
+        crate::text::ellipsize(&line, width)
     }
 }
 

@@ -277,12 +277,9 @@ impl SessionStore {
 }
 
 fn lock_file(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "an `O_NOFOLLOW` open of the lock file; callers name the session's state"
-    )]
-    let f = std::fs::OpenOptions::new()
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    // A link planted in its place is not followed.
+    let f = fs_err::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
@@ -290,7 +287,7 @@ fn lock_file(path: &Path) -> std::io::Result<File> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     f.lock()?;
-    Ok(f)
+    Ok(f.into_file())
 }
 
 fn read_state(path: &Path) -> std::io::Result<Option<SessionState>> {
@@ -762,7 +759,7 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
         };
         reasons.push(format!(
             "{}: {verdict} ({})",
-            crate::output::sanitize_line(name),
+            crate::text::sanitize_line(name),
             why.join("; ")
         ));
     }

@@ -890,7 +890,7 @@ fn check_read_set_avoiding(
             continue;
         };
         let derived = !matches!(rule.origin, Origin::Policy(_));
-        let hit = if p.parent().is_none() {
+        let hit = if crate::policy::is_whole_filesystem(p) {
             Some(("the whole filesystem".to_string(), p.clone()))
         } else if let Some(h) = homes
             .iter()

@@ -150,6 +150,14 @@ pub enum PolicyError {
         /// The path as written.
         path: String,
     },
+    /// The root of the filesystem, however written (`/`, `//`, `/./`).
+    #[error("`{key}`: `{path}` opens the whole filesystem; list narrower directories")]
+    WholeFilesystem {
+        /// The key.
+        key: String,
+        /// The path as written.
+        path: String,
+    },
     /// `~user/...` or `~` without a known home.
     #[error("`{key}`: `{path}` starts with `~` but {reason}; write an absolute path")]
     Home {
@@ -282,6 +290,14 @@ pub fn validate(
     }
 }
 
+/// Whether `path` is the root of the filesystem, however it is written (`/`, `//`, `/./`): a
+/// rule that is it opens everything. The one test of it: [`validate`] applies it to each rule
+/// as written (so a lockfile with one is refused wherever it is read), the plan to every read
+/// rule once resolved or derived (a link to `/`, an interpreter prefix).
+pub(crate) fn is_whole_filesystem(path: &Path) -> bool {
+    path.has_root() && path.parent().is_none()
+}
+
 /// What the home directory is called among the protected paths (the plan finds it by name).
 pub(crate) const HOME_DIRECTORY: &str = "the home directory";
 /// What the mcpsum binary is called among the protected paths.
@@ -361,6 +377,13 @@ fn parse_one(
         .any(|c| c == Component::ParentDir)
     {
         errors.push(PolicyError::DotDot {
+            key: key.into(),
+            path: err_path,
+        });
+        return None;
+    }
+    if is_whole_filesystem(Path::new(raw)) {
+        errors.push(PolicyError::WholeFilesystem {
             key: key.into(),
             path: err_path,
         });

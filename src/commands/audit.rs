@@ -6,7 +6,7 @@
 //! server or session skips most lines before any JSON is parsed. A line that is not a whole
 //! record (a partly written last line, damage, an overlong line) is skipped and counted on
 //! stderr, never fatal. Everything in a record may come from a server or a client (tool names,
-//! reasons, hosts), so the table passes every value through [`output::sanitize_line`], and the
+//! reasons, hosts), so the table passes every value through [`crate::text::sanitize_line`], and the
 //! JSON lines are escaped for a terminal (never for a pipe, where they stay byte for byte).
 
 use std::borrow::Cow;
@@ -25,8 +25,9 @@ use crate::audit::{AUDIT_FILE, CallOutcome};
 use crate::cli::AuditArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lines::{Frame, Line, Lines};
-use crate::output::{self, paint, sanitize_line, style};
+use crate::output::{self, paint, style};
 use crate::paths;
+use crate::text::sanitize_line;
 
 /// Lines longer than this are not records (the largest real ones are a few KiB); they are
 /// skipped without being held in memory.
@@ -525,7 +526,7 @@ impl View {
             // Checked to be UTF-8 in `consider`.
             let text = String::from_utf8_lossy(line);
             if self.terminal {
-                self.out.push_str(&output::terminal_json(&text));
+                self.out.push_str(&crate::text::terminal_json(&text));
             } else {
                 self.out.push_str(&text);
             }
@@ -664,7 +665,7 @@ fn other(line: &[u8]) -> String {
             obj.remove(k);
         }
     }
-    output::ellipsize(&rest.to_string(), 300)
+    crate::text::ellipsize(&rest.to_string(), 300)
 }
 
 /// The detail column of a record and the tone of its row (plain text: the caller sanitizes

@@ -3,7 +3,7 @@
 //! that points at its place in the lockfile. Pure: this module builds text, `output` prints it.
 //!
 //! Everything a server sent (item keys, error text, definitions in diffs) is hostile: it is
-//! first made terminal-safe with `output::sanitize`, then escaped for the format it lands in
+//! first made terminal-safe with `crate::text::sanitize`, then escaped for the format it lands in
 //! (SARIF's embedded-link and placeholder syntax, GitHub's `%`/CR/LF and property escapes), so
 //! it can neither forge a link or another annotation nor hide text from the reviewer.
 
@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::drift::{self, Class, Drift, FieldChange, ItemChange};
 use crate::error::{Error, Exit};
 use crate::lockfile::{Kind, Locator, Position, Sha256Digest, Span};
-use crate::output::{sanitize, sanitize_line};
+use crate::text::{sanitize, sanitize_line};
 
 /// What verifying one server came to (the reports here are made of these).
 pub enum Outcome {

@@ -100,7 +100,7 @@ pub fn run(lockfile_flag: Option<&Path>, args: &DiffArgs) -> Result<Exit> {
                 out.push_str(&format!(
                     "{} {name}: {}\n",
                     paint(style::ADDED, "added"),
-                    output::sanitize_line(&super::show::shell_words(&entry.command))
+                    crate::text::sanitize_line(&super::show::shell_words(&entry.command))
                 ));
                 out.push_str(&format!("  {}\n", super::show::item_counts(entry)));
             }
@@ -221,7 +221,7 @@ fn side(path: &Path, spec: Option<&str>) -> Result<Side> {
             });
         }
         return Err(Error::new(format!("cannot read `{label}`"))
-            .cause(output::sanitize_line(&why))
+            .cause(crate::text::sanitize_line(&why))
             .hint(format!(
                 "`{spec}` is neither a file nor a git revision of `{}`; name a revision (`HEAD`, `main`, a commit) or a lockfile path",
                 path.display()

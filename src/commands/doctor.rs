@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use crate::cli::DoctorArgs;
 use crate::commands::import::clients::{self, Client, Kind};
 use crate::error::{Exit, Result};
-use crate::output::{self, paint, sanitize_line, style};
+use crate::output::{self, paint, style};
 use crate::signing::{self, Reason, State, Trust};
+use crate::text::sanitize_line;
 use crate::{lockfile, paths};
 
 /// How a check came out; ordered by strictness so the run's verdict is the `max()`.

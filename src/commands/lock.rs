@@ -207,7 +207,7 @@ async fn lock_one(
                 .hint(format!(
                     "if that is the command you mean to run, give it after `--`: `mcpsum lock --name {} -- {}`; or have a signer listed in `{}` review the lockfile and run `mcpsum sign` first",
                     args.name,
-                    output::sanitize_line(&super::show::shell_words(&prev.command)),
+                    crate::text::sanitize_line(&super::show::shell_words(&prev.command)),
                     status.anchor.as_ref().map_or_else(String::new, |a| a.path.display().to_string())
                 )));
             }
@@ -220,8 +220,8 @@ async fn lock_one(
                 output::info(&format!(
                     "replacing the command of `{}`: {} -> {}",
                     args.name,
-                    output::sanitize_line(&super::show::shell_words(&prev.command)),
-                    output::sanitize_line(&super::show::shell_words(&given))
+                    crate::text::sanitize_line(&super::show::shell_words(&prev.command)),
+                    crate::text::sanitize_line(&super::show::shell_words(&given))
                 ));
             }
             (given, args.env.clone())
@@ -277,14 +277,14 @@ async fn lock_one(
             output::warn(&format!(
                 "server `{}`: `{key}` opens the credentials at `{}` to the server; narrow the entry unless the server needs them",
                 args.name,
-                output::sanitize_line(&credential.display().to_string())
+                crate::text::sanitize_line(&credential.display().to_string())
             ));
         }
         for (key, dir) in mcpsum_sandbox::system_write_rules(&req.policy) {
             output::warn(&format!(
                 "server `{}`: `{key}` lets the server write the system folder `{}`, which other programs run or read; narrow the entry to the files or the folder it needs",
                 args.name,
-                output::sanitize_line(&dir.display().to_string())
+                crate::text::sanitize_line(&dir.display().to_string())
             ));
         }
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
@@ -443,7 +443,7 @@ fn warn_untrusted_policy(
             "its `envPassthrough` ({}) passes nothing to the server (only what `--env` names)",
             prev.env_passthrough
                 .iter()
-                .map(|v| format!("`{}`", output::sanitize_line(v)))
+                .map(|v| format!("`{}`", crate::text::sanitize_line(v)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -510,7 +510,7 @@ impl Start<'_> {
             "{} `{}`: {}",
             paint(style::BOLD, "starting"),
             args.name,
-            output::sanitize_line(&super::show::shell_words(self.command))
+            crate::text::sanitize_line(&super::show::shell_words(self.command))
         ));
         let mut own = self.shared.is_none().then(crate::progress::Progress::start);
         let reporter = self
@@ -550,7 +550,7 @@ fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
                 .and_then(|year| year.parse::<u32>().ok())
                 .is_some_and(|year| year < 2026)
         })
-        .map(|v| output::sanitize_line(v))
+        .map(|v| crate::text::sanitize_line(v))
         .collect();
     (!legacy.is_empty()).then(|| legacy.join(", "))
 }
@@ -560,7 +560,7 @@ fn legacy_versions_listed(surface: &lockfile::Surface) -> Option<String> {
 fn era_hint(name: &str, refused: Era, kept: bool) -> String {
     let (other, other_name) = match refused {
         Era::Modern => ("legacy", "the legacy era"),
-        Era::Legacy => ("modern", "2026-07-28"),
+        Era::Legacy => ("modern", crate::protocol::MODERN_VERSION),
     };
     let why = if kept {
         format!("server `{name}` is locked in {refused} and a re-lock keeps its era; ")
@@ -586,7 +586,7 @@ fn report(
         paint(style::OK, "locked"),
         path.display(),
         entry.era(),
-        output::sanitize_line(&entry.protocol_version),
+        crate::text::sanitize_line(&entry.protocol_version),
         super::show::server_label(info),
     ));
     if let Some(a) = &entry.artifacts {
@@ -606,7 +606,7 @@ fn report(
         if !code.is_empty() {
             output::info("  code changes against the previous lock:");
             for line in &code {
-                output::info(&format!("    {}", output::sanitize_line(line)));
+                output::info(&format!("    {}", crate::text::sanitize_line(line)));
             }
         }
         match drift::compare(prev, &entry.surface()) {
@@ -625,7 +625,7 @@ fn report(
     for label in dropped {
         output::warn(&format!(
             "dropped the taint label {} of `{name}`: that tool is no longer listed; label a renamed tool again",
-            output::sanitize_line(label)
+            crate::text::sanitize_line(label)
         ));
     }
 }
@@ -641,7 +641,7 @@ fn usable_command(name: &str, argv: &[String]) -> Result<Vec<String>> {
     if program.starts_with("http://") || program.starts_with("https://") {
         return Err(Error::new(format!(
             "the command of server `{name}` is a URL (`{}`): remote servers are not supported yet",
-            output::sanitize_line(program)
+            crate::text::sanitize_line(program)
         ))
         .hint("mcpsum pins servers it starts as a process on stdio; give the command that starts the server, after `--`"));
     }
@@ -658,8 +658,8 @@ fn usable_command(name: &str, argv: &[String]) -> Result<Vec<String>> {
             let abs = abs.display().to_string();
             output::info(&format!(
                 "using `{}` for `{}`: the proxy runs from the client's working directory",
-                output::sanitize_line(&abs),
-                output::sanitize_line(arg)
+                crate::text::sanitize_line(&abs),
+                crate::text::sanitize_line(arg)
             ));
             out.push(abs);
         } else {
@@ -722,7 +722,7 @@ fn unpinned_runner(argv: &[String]) -> Option<String> {
     (!pinned).then(|| {
         format!(
             "`{program}` runs `{}` without a pinned version",
-            output::sanitize_line(&spec)
+            crate::text::sanitize_line(&spec)
         )
     })
 }

@@ -6,8 +6,9 @@ use std::io::IsTerminal;
 use crate::cli::SandboxTestArgs;
 use crate::error::{Error, Exit, Result};
 use crate::lockfile;
-use crate::output::{self, paint, sanitize_line, style};
+use crate::output::{self, paint, style};
 use crate::paths;
+use crate::text::sanitize_line;
 
 /// A host that is never in an allowlist, for the "unlisted is refused" row.
 const UNLISTED: &str = "unlisted.mcpsum.invalid:443";
@@ -211,7 +212,7 @@ fn render(report: &mcpsum_sandbox::SandboxReport) -> String {
     // Cells are cut to fit a terminal's width only: in a CI log or a file a row names its whole
     // path, and the same report reads the same wherever the project is checked out.
     let cut: fn(String, usize) -> String = if std::io::stdout().is_terminal() {
-        |text, max| output::ellipsize(&text, max)
+        |text, max| crate::text::ellipsize(&text, max)
     } else {
         |text, _| text
     };

@@ -6,8 +6,9 @@ use serde_json::Value;
 use crate::cli::ShowArgs;
 use crate::error::{Exit, Result};
 use crate::lockfile::{self, ItemSummary, Kind, LockedItem};
-use crate::output::{self, paint_stdout, sanitize_line, style};
+use crate::output::{self, paint_stdout, style};
 use crate::paths;
+use crate::text::sanitize_line;
 
 /// Runs `show`.
 pub fn run(
@@ -187,7 +188,7 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
         let h = hints(tool);
         let l = labels(e, tname);
         s.push_str("    ");
-        output::push_sanitized_line(s, tname);
+        crate::text::push_sanitized_line(s, tname);
         if !h.is_empty() {
             s.push_str("  ");
             s.push_str(&paint_stdout(style::DIM, h.join(" ")));
@@ -205,7 +206,7 @@ fn push_entry(s: &mut String, name: &str, e: &Entry) {
             s.push_str("    ");
             s.push_str(&noun);
             s.push(' ');
-            output::push_sanitized_line(s, item.key(kind).unwrap_or_default());
+            crate::text::push_sanitized_line(s, item.key(kind).unwrap_or_default());
             s.push('\n');
         }
     }
@@ -427,7 +428,7 @@ impl<'a> JsonEntry<'a> {
             env_passthrough: &e.env_passthrough,
             era: match e.era() {
                 lockfile::Era::Legacy => "legacy",
-                lockfile::Era::Modern => "2026-07-28",
+                lockfile::Era::Modern => crate::protocol::MODERN_VERSION,
             },
             protocol_version: &e.protocol_version,
             supported_versions: e.supported_versions.as_deref(),

@@ -104,7 +104,7 @@ fn git_signing_key(lockfile: &Path) -> Result<Key> {
     if get("gpg.format").as_deref() != Some("ssh") {
         return Err(Error::new(format!(
             "git's `user.signingkey` (`{}`) is not an SSH key: `gpg.format` is not `ssh`",
-            output::sanitize_line(&key)
+            crate::text::sanitize_line(&key)
         ))
         .hint(hint));
     }

@@ -5,7 +5,8 @@ use std::io::IsTerminal;
 use serde_json::json;
 
 use crate::error::{Error, Exit, Result};
-use crate::output::{self, paint, sanitize_line, style};
+use crate::output::{self, paint, style};
+use crate::text::sanitize_line;
 use crate::{lockfile, paths, taint};
 
 /// `suggest-policy --name NAME [--write]`: JSON on stdout, reasons on stderr; with `--write`,

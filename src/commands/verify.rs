@@ -216,7 +216,7 @@ pub async fn run(
         out.push_str(&format!(
             "{}: {}\n",
             paint(mark, "signature"),
-            output::sanitize_line(&signature.summary())
+            crate::text::sanitize_line(&signature.summary())
         ));
     }
     if results.is_empty() {
@@ -253,7 +253,7 @@ pub async fn run(
                     "{} {name}: could not verify\n",
                     paint(style::ERROR, "error")
                 ));
-                for line in output::sanitize(&e.to_string()).lines() {
+                for line in crate::text::sanitize(&e.to_string()).lines() {
                     out.push_str(&format!("  {line}\n"));
                 }
             }

@@ -372,8 +372,8 @@ impl SandboxPolicy {
     }
 
     /// The problems of this policy that hold wherever the lockfile is read: the sandbox crate's
-    /// path rules (absolute, `~/...` or `${TMP}/...`, no `..`; `mcpsum_sandbox::validate`), a
-    /// path that is the whole filesystem, and the `network.allow` grammar. Whether a path exists
+    /// path rules (absolute, `~/...` or `${TMP}/...`, no `..`, not the whole filesystem;
+    /// `mcpsum_sandbox::validate`), and the `network.allow` grammar. Whether a path exists
     /// and what it covers depend on the machine that runs the server, so they are left to the
     /// launch.
     pub fn syntax_problems(&self) -> Vec<String> {
@@ -398,24 +398,11 @@ impl SandboxPolicy {
                             PolicyError::NotAbsolute { .. }
                                 | PolicyError::DotDot { .. }
                                 | PolicyError::Home { .. }
+                                | PolicyError::WholeFilesystem { .. }
                         )
                     })
                     .map(ToString::to_string),
             );
-        }
-        // The sandbox refuses a read rule that is `/` when it plans (`check_read_set`); said
-        // here too, so a lockfile with it is refused wherever it is read.
-        for (field, paths) in [
-            ("filesystem.read", &self.filesystem.read),
-            ("filesystem.write", &self.filesystem.write),
-        ] {
-            for (i, p) in paths.iter().enumerate() {
-                if !p.is_empty() && p.chars().all(|c| c == '/') {
-                    problems.push(format!(
-                        "`{field}[{i}]`: `{p}` opens the whole filesystem; list narrower directories"
-                    ));
-                }
-            }
         }
         if let Err(errors) = mcpsum_egress::Allowlist::parse(&self.network.allow) {
             problems.extend(errors.iter().map(|e| format!("network.allow: {e}")));
@@ -548,10 +535,10 @@ pub enum Era {
 
 impl fmt::Display for Era {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Era::Legacy => "legacy (initialize)",
-            Era::Modern => "2026-07-28 (server/discover)",
-        })
+        match self {
+            Era::Legacy => f.write_str("legacy (initialize)"),
+            Era::Modern => write!(f, "{} (server/discover)", crate::protocol::MODERN_VERSION),
+        }
     }
 }
 

@@ -220,7 +220,7 @@ fn checked<I>(
         } else {
             names
                 .iter()
-                .map(|n| format!("`mcpsum lock --name {}`", crate::output::sanitize_line(n)))
+                .map(|n| format!("`mcpsum lock --name {}`", crate::text::sanitize_line(n)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };

@@ -10,13 +10,14 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::framing::{self, Frame};
-use super::process::{Launch, ServerProcess, SpawnError};
+use super::process::{ServerProcess, SpawnError, Start};
 use super::{
     LATEST_LEGACY, LEGACY_VERSIONS, META_CAPABILITIES, META_CLIENT_INFO, META_SERVER_INFO,
     META_VERSION, MODERN_VERSION, client_capabilities, client_info, codes,
 };
 use crate::lockfile::{Era, Kind, MAX_ITEMS_PER_KIND, Surface};
 use crate::progress::{self, Phase, Reporter};
+use crate::protocol::BATCH_VERSION;
 
 /// Pages after which a list is considered endless even if every page is empty.
 const MAX_PAGES: usize = MAX_ITEMS_PER_KIND + 1;
@@ -197,9 +198,6 @@ pub struct Connection {
     skipped_bytes: usize,
 }
 
-/// The one revision that allows JSON-RPC batches (each peer MUST accept them).
-pub const BATCH_VERSION: &str = "2025-03-26";
-
 /// What the handshake (legacy `initialize` or modern `server/discover`) told.
 #[derive(Debug, Clone)]
 pub struct Handshake {
@@ -233,7 +231,7 @@ impl Handshake {
 }
 
 impl Connection {
-    async fn start(launch: &Launch, opts: &Options) -> Result<Self, ClientError> {
+    async fn start(launch: &dyn Start, opts: &Options) -> Result<Self, ClientError> {
         progress::set(opts.progress.as_ref(), Phase::Starting);
         let process = ServerProcess::spawn(launch)
             .await
@@ -247,7 +245,7 @@ impl Connection {
             max_message: opts.max_message,
             progress: opts.progress.clone(),
             queued: VecDeque::new(),
-            server: launch.server.clone(),
+            server: launch.server().to_owned(),
             skipped: Vec::new(),
             skipped_lines: 0,
             skipped_bytes: 0,
@@ -453,7 +451,7 @@ impl Connection {
         }
         crate::output::warn(&format!(
             "server `{}` wrote {what} on its stdout while mcpsum waited for `{method}`; skipped it: {}",
-            crate::output::sanitize_line(&self.server),
+            crate::text::sanitize_line(&self.server),
             preview(line)
         ));
         self.skipped
@@ -808,7 +806,7 @@ pub struct Failure {
     pub stderr: Vec<String>,
     /// The connections its sandbox's egress proxy refused during this start (often what made
     /// it fail), and how many more there were.
-    pub egress: (Vec<crate::sandboxing::EgressRefusal>, usize),
+    pub egress: (Vec<crate::refusals::EgressRefusal>, usize),
 }
 
 impl Failure {
@@ -840,7 +838,7 @@ async fn fail(conn: Connection, error: ClientError) -> Failure {
     }
 }
 
-async fn start(launch: &Launch, opts: &Options) -> Result<Connection, Failure> {
+async fn start(launch: &dyn Start, opts: &Options) -> Result<Connection, Failure> {
     Connection::start(launch, opts)
         .await
         .map_err(Failure::before_start)
@@ -851,7 +849,7 @@ async fn start(launch: &Launch, opts: &Options) -> Result<Connection, Failure> {
 /// probe with `server/discover`, and on any other error, silence or exit start a fresh process
 /// and `initialize`.
 pub async fn connect(
-    launch: &Launch,
+    launch: &dyn Start,
     locked: Option<Era>,
     opts: Options,
 ) -> Result<(Connection, Handshake), Failure> {
@@ -860,7 +858,7 @@ pub async fn connect(
 
 /// [`connect`] in the era `ask` says.
 pub async fn connect_as(
-    launch: &Launch,
+    launch: &dyn Start,
     ask: Ask,
     opts: Options,
 ) -> Result<(Connection, Handshake), Failure> {
@@ -952,7 +950,7 @@ pub async fn connect_as(
 
 /// Connects and reads the whole surface; the server is ended afterwards.
 pub async fn read_surface(
-    launch: &Launch,
+    launch: &dyn Start,
     locked: Option<Era>,
     opts: Options,
 ) -> Result<Surface, Failure> {
@@ -960,7 +958,11 @@ pub async fn read_surface(
 }
 
 /// [`read_surface`] in the era `ask` says.
-pub async fn read_surface_as(launch: &Launch, ask: Ask, opts: Options) -> Result<Surface, Failure> {
+pub async fn read_surface_as(
+    launch: &dyn Start,
+    ask: Ask,
+    opts: Options,
+) -> Result<Surface, Failure> {
     let reporter = opts.progress.clone();
     let result = async {
         let (mut conn, hs) = connect_as(launch, ask, opts).await?;

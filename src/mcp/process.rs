@@ -11,22 +11,39 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// What to start: the locked argv and the names of the variables to pass.
-#[derive(Debug, Clone)]
-pub struct Launch {
+/// What the wire layer needs of a server to start it. The layers above decide how its process
+/// is made (`crate::launch::Launch`: the sandbox, learn mode or the plain guard); the wire layer
+/// only resolves the program, spawns the command it is handed and speaks to it.
+pub trait Start: Sync {
     /// The server's name, for messages.
-    pub server: String,
+    fn server(&self) -> &str;
     /// The locked argv.
-    pub argv: Vec<String>,
-    /// The locked `envPassthrough` names.
-    pub env_passthrough: Vec<String>,
+    fn argv(&self) -> &[String];
     /// Forward the server's stderr lines to ours (the proxy does; lock and verify keep them).
-    pub forward_stderr: bool,
-    /// The sandbox to run it in, if the entry has one.
-    pub sandbox: Option<crate::sandboxing::SandboxSpec>,
-    /// Learn mode (`proxy --learn`): run it without the sandbox while its guard records what
-    /// it does into this observation file (see `crate::learning`).
-    pub learn: Option<PathBuf>,
+    fn forward_stderr(&self) -> bool;
+    /// The command that runs the server, `program` being `argv[0]` as found on `PATH`, and
+    /// what must stay alive as long as it runs. An error means the server is not started.
+    fn command(
+        &self,
+        program: &Path,
+    ) -> Result<(std::process::Command, Option<Box<dyn Companion>>), SpawnError>;
+}
+
+/// What lives beside a started server, made by the [`Start`] that made its command: a
+/// sandbox's private state and egress proxy, learn mode's recording proxy.
+pub trait Companion: Send {
+    /// Finishes set-up once the child runs (in a sandbox's allow mode, takes over the egress
+    /// listener); an error means the start failed.
+    fn after_spawn(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// What its egress proxy refused so far, and how many more were not kept.
+    fn refusals(&self) -> (Vec<crate::refusals::EgressRefusal>, usize) {
+        (Vec::new(), 0)
+    }
 }
 
 /// The server's environment (I2): exactly the passthrough names that are set in ours. Values are
@@ -169,10 +186,8 @@ pub struct ServerProcess {
     /// Its last stderr lines.
     pub stderr: StderrTail,
     pgid: Option<i32>,
-    /// Keeps the sandbox's private state (its `${TMP}`, the egress task) alive.
-    pub sandbox: Option<crate::sandboxing::Running>,
-    /// Learn mode's recording egress proxy, alive as long as the server.
-    pub learning: Option<crate::learning::Recorder>,
+    /// What lives as long as the server (see [`Companion`]).
+    companion: Option<Box<dyn Companion>>,
 }
 
 /// Why a server could not be started.
@@ -196,9 +211,9 @@ pub enum SpawnError {
 
 impl ServerProcess {
     /// Starts the server described by `launch`.
-    pub async fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
+    pub async fn spawn(launch: &dyn Start) -> Result<Self, SpawnError> {
         let program = launch
-            .argv
+            .argv()
             .first()
             .ok_or_else(|| SpawnError::NotFound(String::new()))?;
         let resolved =
@@ -218,70 +233,7 @@ impl ServerProcess {
                 source: std::io::Error::from_raw_os_error(errno),
             });
         }
-        let env = server_env(&launch.env_passthrough);
-        let mut learning = None;
-        let (mut cmd, sandbox) = match (&launch.sandbox, &launch.learn) {
-            (_, Some(observations)) => {
-                let (proxy_env, recorder) = crate::learning::start(&launch.server, observations)
-                    .map_err(|e| {
-                        SpawnError::Sandbox(format!(
-                            "server `{}` not started (learn mode): {e}",
-                            launch.server
-                        ))
-                    })?;
-                learning = Some(recorder);
-                let mut cmd =
-                    mcpsum_sandbox::learning_command(&resolved, &launch.argv, observations)
-                        .map_err(|e| {
-                            SpawnError::Sandbox(format!(
-                                "server `{}` not started: {e}",
-                                launch.server
-                            ))
-                        })?;
-                cmd.env_clear();
-                cmd.envs(env);
-                cmd.envs(proxy_env);
-                // The per-server caches the sandbox gives `uvx`/`npx`, so that what is learned
-                // is what the sandboxed server will read (and the cache `lock` warmed).
-                let state_dir = crate::paths::ensure_state_dir().map_err(|e| {
-                    SpawnError::Sandbox(format!(
-                        "server `{}` not started: {}",
-                        launch.server,
-                        e.one_line()
-                    ))
-                })?;
-                for (var, dir) in mcpsum_sandbox::cache_env(program, &state_dir, &launch.server) {
-                    use std::os::unix::fs::DirBuilderExt;
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(&dir)
-                        .map_err(|e| {
-                            SpawnError::Sandbox(format!(
-                                "server `{}` not started: cannot create `{}`: {e}",
-                                launch.server,
-                                dir.display()
-                            ))
-                        })?;
-                    cmd.env(var, dir);
-                }
-                (cmd, None)
-            }
-            (Some(spec), None) => {
-                let prepared = crate::sandboxing::prepare(&launch.server, &launch.argv, spec, env)
-                    .map_err(SpawnError::Sandbox)?;
-                (prepared.command, Some(prepared.running))
-            }
-            (None, None) => {
-                let mut cmd =
-                    mcpsum_sandbox::guarded_command(&resolved, &launch.argv).map_err(|e| {
-                        SpawnError::Sandbox(format!("server `{}` not started: {e}", launch.server))
-                    })?;
-                cmd.env_clear();
-                cmd.envs(env);
-                (cmd, None)
-            }
-        };
+        let (mut cmd, companion) = launch.command(&resolved)?;
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
         let mut cmd = tokio::process::Command::from(cmd);
@@ -304,8 +256,8 @@ impl ServerProcess {
             });
         };
         let tail = StderrTail::default();
-        let forward = launch.forward_stderr;
-        let server = launch.server.clone();
+        let forward = launch.forward_stderr();
+        let server = launch.server().to_owned();
         let tail2 = tail.clone();
         let reader = tokio::spawn(async move {
             let mut pipe = stderr_pipe;
@@ -332,11 +284,10 @@ impl ServerProcess {
             stdout: Some(stdout),
             stderr: tail,
             pgid,
-            sandbox,
-            learning,
+            companion,
         };
-        if let Some(running) = process.sandbox.as_mut()
-            && let Err(bridge) = running.after_spawn().await
+        if let Some(companion) = process.companion.as_mut()
+            && let Err(bridge) = companion.after_spawn().await
         {
             // The bridge closed because the launcher failed: its own line names the layer
             // (`user namespace: ...`). It is on stderr, which ends when the launcher exits.
@@ -375,10 +326,10 @@ impl ServerProcess {
     }
 
     /// The refusals of its sandbox's egress proxy so far, and how many more were not kept.
-    pub fn egress_refusals(&self) -> (Vec<crate::sandboxing::EgressRefusal>, usize) {
-        self.sandbox
+    pub fn egress_refusals(&self) -> (Vec<crate::refusals::EgressRefusal>, usize) {
+        self.companion
             .as_ref()
-            .map(crate::sandboxing::Running::refusals)
+            .map(|c| c.refusals())
             .unwrap_or_default()
     }
 

@@ -149,7 +149,7 @@ pub fn resolve(
                 {
                     crate::output::warn(&format!(
                         "server `{name}`: `--allow-install-scripts {}` allows nothing: no package of its closure by that name has an install script",
-                        crate::output::sanitize_line(pkg)
+                        crate::text::sanitize_line(pkg)
                     ));
                 }
             }
@@ -305,17 +305,18 @@ fn read_anchor(dir: &Path) -> Option<(String, String)> {
     Some((lines.next()?.to_owned(), lines.next()?.to_owned()))
 }
 
-/// Records what the install is now (best effort: without it, the next start re-hashes).
+/// Records what the install is now (best effort: without it, the next start re-hashes), through
+/// the one atomic writer. Durable: the record outlives the process, and one lost in a power
+/// failure would leave an older record to refuse a re-made install. Written only when the
+/// install was made or its files' fingerprint changed, so a start pays no fsync.
 fn write_anchor(dir: &Path, manifest_digest: &str, fingerprint: &str) {
     let Ok(path) = anchor_path(dir) else { return };
     let parent = crate::fsutil::parent_dir(&path);
     if crate::paths::ensure_state_dir().is_err() || fs_err::create_dir_all(&parent).is_err() {
         return;
     }
-    let tmp = path.with_extension("tmp");
-    if fs_err::write(&tmp, format!("{manifest_digest}\n{fingerprint}\n")).is_ok() {
-        let _ = fs_err::rename(&tmp, &path);
-    }
+    let text = format!("{manifest_digest}\n{fingerprint}\n");
+    let _ = crate::fsutil::replace(&path, text.as_bytes(), crate::fsutil::Replace::default());
 }
 
 /// Checks that the install of `artifacts` at `dir` is what was made. `Deferred`: when the
@@ -355,7 +356,9 @@ fn check_install(name: &str, dir: &Path, artifacts: &Artifacts, check: Check) ->
         return Err(lost_manifest(name, dir));
     }
     verify_files(name, dir, &manifest, artifacts)?;
-    write_anchor(dir, &manifest_digest, &fingerprint);
+    if anchor.as_ref() != Some(&(manifest_digest.clone(), fingerprint.clone())) {
+        write_anchor(dir, &manifest_digest, &fingerprint);
+    }
     Ok(())
 }
 
@@ -569,7 +572,7 @@ fn verify_files(name: &str, dir: &Path, manifest: &Manifest, artifacts: &Artifac
         }
         lines.push(format!(
             "{how}: `{}` (package {owner})",
-            crate::output::sanitize_line(path)
+            crate::text::sanitize_line(path)
         ));
     }
     lines.truncate(20);

@@ -71,7 +71,7 @@ fn run_npm(npm: &Path, args: &[&str], dir: &Path, what: &str) -> Result<()> {
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.contains("A complete log of this run"))
         .take(30)
-        .map(|l| format!("  | {}", crate::output::sanitize_line(l)))
+        .map(|l| format!("  | {}", crate::text::sanitize_line(l)))
         .collect();
     Err(Error::new(what.to_owned())
         .cause(format!("`npm {}` failed ({})", args.join(" "), out.status))

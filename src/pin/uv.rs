@@ -57,7 +57,7 @@ fn run_uv(uv: &Path, args: &[&str], stdin: Option<&str>, what: &str) -> Result<S
         let lines: Vec<String> = stderr
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| format!("  | {}", crate::output::sanitize_line(l)))
+            .map(|l| format!("  | {}", crate::text::sanitize_line(l)))
             .collect();
         return Err(Error::new(what.to_owned())
             .cause(format!("`uv {}` failed ({})", args.join(" "), out.status))

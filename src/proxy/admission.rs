@@ -484,7 +484,9 @@ fn gate(
     } else {
         // Elicitation came with 2025-06-18: a session of an earlier version has none, whatever
         // its capabilities say.
-        let can_ask = !matches!(facts.client_version, Some("2024-11-05" | "2025-03-26"))
+        let can_ask = !facts
+            .client_version
+            .is_some_and(|v| crate::protocol::BEFORE_ELICITATION.contains(&v))
             && facts
                 .client_legacy_caps
                 .and_then(|c| c.get("elicitation"))

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::outbox::Out;
 use super::{Action, Core, request_id};
-use crate::mcp::client::BATCH_VERSION;
 use crate::mcp::codes;
 use crate::mcp::framing;
+use crate::protocol::BATCH_VERSION;
 
 /// A client's batch whose answers are not all ready.
 #[derive(Debug, Default)]

@@ -736,7 +736,7 @@ fn no_prompt_text(server: &str, item: &str, mark: &TaintMark, session: &str) -> 
 fn answer_action(result: Option<&Value>) -> String {
     match result.and_then(|r| r.get("action")).and_then(Value::as_str) {
         Some("accept") => "accept-unticked".to_owned(),
-        Some(other) => crate::output::sanitize_line(&other.chars().take(40).collect::<String>()),
+        Some(other) => crate::text::sanitize_line(&other.chars().take(40).collect::<String>()),
         None => "decline".to_owned(),
     }
 }

@@ -96,7 +96,7 @@ impl Io {
                 output::warn(&format!(
                     "server `{}` is quarantined: its surface drifted from the lock ({}); review with `mcpsum verify --name {}`",
                     self.name,
-                    output::sanitize_line(&what),
+                    crate::text::sanitize_line(&what),
                     self.name
                 ));
             }
@@ -673,7 +673,7 @@ async fn some_or_never<F: std::future::Future + Unpin>(f: Option<&mut F>) -> F::
 }
 
 async fn start_server(
-    launch: &crate::mcp::process::Launch,
+    launch: &crate::launch::Launch,
     era: Era,
     copts: Options,
 ) -> std::result::Result<(client::Connection, lockfile::Surface), StartFailure> {

@@ -41,13 +41,13 @@ use outbox::Out;
 use crate::audit::CallOutcome;
 use crate::drift::{self, Class};
 use crate::lockfile::{self, Era, Kind, ServerEntry};
-use crate::mcp::client::{BATCH_VERSION, with_modern_meta};
+use crate::mcp::client::with_modern_meta;
 use crate::mcp::envelope::{Head, Scan};
 use crate::mcp::framing;
 use crate::mcp::{
     LATEST_LEGACY, LEGACY_VERSIONS, META_LOG_LEVEL, META_SERVER_INFO, MODERN_VERSION, codes,
 };
-use crate::output;
+use crate::protocol::BATCH_VERSION;
 
 pub use io::run;
 
@@ -1211,13 +1211,13 @@ impl Core {
             }
             self.warn(format!(
                 "server `{}` wrote a line that is not JSON on its stdout; skipped it: {short:?}",
-                output::sanitize_line(&self.name)
+                crate::text::sanitize_line(&self.name)
             ));
         }
         if self.banners == MAX_BANNER_WARNINGS {
             self.warn(format!(
                 "server `{}`: further lines that are not JSON are skipped without a warning",
-                output::sanitize_line(&self.name)
+                crate::text::sanitize_line(&self.name)
             ));
         }
     }

@@ -278,7 +278,7 @@ impl Signer {
             SigKey::Cert(c) => Self {
                 kind: format!("{}-CERT", kind_name(c.public_key())),
                 certificate: Some(CertInfo {
-                    key_id: crate::output::sanitize_line(c.key_id()),
+                    key_id: crate::text::sanitize_line(c.key_id()),
                     serial: c.serial(),
                     ca: c.signature_key().fingerprint(HashAlg::Sha256).to_string(),
                 }),
@@ -706,7 +706,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             format!(
                 "`{shown}` (by {}) is a signature for namespace `{}`, not `{NAMESPACE}`",
                 signer.describe(),
-                crate::output::sanitize_line(&sig.namespace)
+                crate::text::sanitize_line(&sig.namespace)
             ),
             &format!(
                 "a signature made for another purpose does not sign the lockfile: {SIGN_HINT} (it signs for namespace `{NAMESPACE}`, as `ssh-keygen -Y sign -n {NAMESPACE}` does)"
@@ -837,9 +837,9 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             Some(who.clone()),
             format!(
                 "it is signed with the certificate `{cert_id}` for principals `{}`, none of which {} allows (`{}`)",
-                crate::output::sanitize_line(&names.join(",")),
+                crate::text::sanitize_line(&names.join(",")),
                 place(entry),
-                crate::output::sanitize_line(&entry.principals)
+                crate::text::sanitize_line(&entry.principals)
             ),
             &format!(
                 "have the CA certify a principal that line allows (`ssh-keygen -s CA_KEY -n PRINCIPAL`), or add the principal to that line in ALLOWED_SIGNERS; or {SIGN_HINT}"
@@ -861,7 +861,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             format!(
                 "the key of {} may sign only for namespaces `{}` ({}), not `{NAMESPACE}`",
                 who.describe(),
-                crate::output::sanitize_line(ns),
+                crate::text::sanitize_line(ns),
                 place(entry)
             ),
             &format!(

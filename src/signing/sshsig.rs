@@ -194,10 +194,7 @@ fn dearmor(pem: &[u8]) -> Result<Vec<u8>, ParseError> {
             )));
         }
         Some(label) if label != "SSH SIGNATURE" => {
-            let label: String = crate::output::sanitize_line(label)
-                .chars()
-                .take(40)
-                .collect();
+            let label: String = crate::text::sanitize_line(label).chars().take(40).collect();
             return Err(ParseError::junk(format!(
                 "is a `-----BEGIN {label}-----` block, not a signature"
             )));
@@ -264,7 +261,7 @@ pub fn parse(pem: &[u8]) -> Result<Sig, ParseError> {
         other => {
             return Err(ParseError::refused(format!(
                 "hashes the lockfile with `{}`; `ssh-keygen -Y sign` uses `sha512` or `sha256`",
-                crate::output::sanitize_line(&String::from_utf8_lossy(other))
+                crate::text::sanitize_line(&String::from_utf8_lossy(other))
             )));
         }
     };
@@ -316,7 +313,7 @@ fn certificate(blob: &[u8]) -> Result<Cert, ParseError> {
         other => {
             return Err(cert(format!(
                 "its type `{}-cert-v01@openssh.com` is not one mcpsum reads",
-                crate::output::sanitize_line(&String::from_utf8_lossy(other))
+                crate::text::sanitize_line(&String::from_utf8_lossy(other))
             )));
         }
     };
@@ -366,13 +363,13 @@ fn certificate(blob: &[u8]) -> Result<Cert, ParseError> {
         return Err(ParseError {
             what: format!(
                 "its certificate `{}` is signed by its CA (RSA key {}) with `ssh-rsa` (SHA-1), which mcpsum refuses: SHA-1 signatures can be forged, and `ssh` and `sshd` refuse them from a CA by default (`CASignatureAlgorithms`), though `ssh-keygen -Y verify` still takes them",
-                crate::output::sanitize_line(&key_id),
+                crate::text::sanitize_line(&key_id),
                 ca.fingerprint(HashAlg::Sha256)
             ),
             junk: false,
             hint: Some(format!(
                 "have the CA issue the certificate again with SHA-512: `ssh-keygen -s CA_KEY -t rsa-sha2-512 -I {} -n PRINCIPALS KEY.pub` (OpenSSH 8.2 and later do so by default), then sign the lockfile with the new certificate (`mcpsum sign --key KEY-cert.pub`)",
-                crate::output::sanitize_line(&key_id)
+                crate::text::sanitize_line(&key_id)
             )),
         });
     }

@@ -209,6 +209,34 @@ fn invalid_sandbox_policy() {
     refused_everywhere(&w, &["servers.notes.policy.sandbox", "relative/notes"]);
 }
 
+/// A rule that is the root of the filesystem, however it is written, is refused wherever the
+/// lockfile is read (the sandbox crate's one check), as is `/..`.
+#[test]
+fn a_sandbox_rule_that_is_the_root_however_written_is_refused() {
+    for field in ["read", "write"] {
+        for (rule, needle) in [
+            ("//", "opens the whole filesystem"),
+            ("/./", "opens the whole filesystem"),
+            ("/", "opens the whole filesystem"),
+            ("/..", "contains `..`"),
+        ] {
+            let w = two_servers();
+            let mut v = w.lock_json();
+            let mut fs = json!({"read": [], "write": []});
+            fs[field] = json!([rule]);
+            v["servers"]["notes"]["policy"] =
+                json!({"sandbox": {"filesystem": fs, "network": {"allow": []}}});
+            write_json(&w, &v);
+            let key =
+                format!("servers.notes.policy.sandbox: `filesystem.{field}[0]`: `{rule}` {needle}");
+            refused_everywhere(&w, &[&key]);
+            w.run(&["sandbox", "test", "--name", "notes"])
+                .code(2)
+                .stderr_has(&[&key]);
+        }
+    }
+}
+
 /// `policy.sandbox.limits`: an unknown key and an out-of-range value are refused with the key
 /// path and the place in the file (an older mcpsum refuses the whole key the same way).
 #[test]

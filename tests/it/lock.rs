@@ -416,6 +416,31 @@ fn invalid_sandbox_file_is_refused_before_the_server_starts() {
     }
 }
 
+/// `lock --sandbox FILE` with a rule that is the root of the filesystem, however it is written,
+/// refuses the policy before the server starts, like any other problem of the file.
+#[test]
+fn a_sandbox_rule_that_is_the_root_is_refused_before_the_server_starts() {
+    let w = World::new();
+    let t = w.transcript("s");
+    let s = w.scenario("s", &json!({"transcript": t}));
+    let path = w.path().join("root.json");
+    std::fs::write(
+        &path,
+        r#"{"filesystem": {"read": ["//", "/./", "/.."], "write": ["/"]}, "network": {"allow": []}}"#,
+    )
+    .unwrap();
+    let r = w.lock_fake("s", &s, &["--sandbox", &path.display().to_string()]);
+    r.code(2).stderr_has(&[
+        "(4 problems)",
+        "filesystem.read[0]: `//` opens the whole filesystem",
+        "filesystem.read[1]: `/./` opens the whole filesystem",
+        "filesystem.read[2]: `/..` contains `..`",
+        "filesystem.write[0]: `/` opens the whole filesystem",
+    ]);
+    assert_eq!(crate::support::starts(&t), 0, "the server never started");
+    assert!(!w.lockfile().exists());
+}
+
 #[test]
 fn sandbox_write_path_covering_the_lockfile_is_refused() {
     // The server must not be able to rewrite its own pin. Whether the policy check or the

@@ -604,6 +604,30 @@ fn a_manifest_rewritten_to_match_changed_files_is_refused() {
     p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
 }
 
+/// The state directory's record of an install is written through the one atomic writer: a
+/// link left at a fixed temporary name beside it is not followed.
+#[test]
+fn the_install_record_is_not_written_through_a_link_beside_it() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let leaf = p.install().file_name().unwrap().to_owned();
+    let record = p.w.path().join("state/installs").join(&leaf);
+    assert!(record.is_file(), "{}", record.display());
+    let victim = p.w.path().join("victim");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    std::fs::remove_file(&record).unwrap();
+    std::os::unix::fs::symlink(&victim, record.with_extension("tmp")).unwrap();
+    p.run(&["verify"]).code(0).stdout_has(&["ok time: clean"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    let meta = std::fs::symlink_metadata(&record).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert!(
+        std::fs::read_to_string(&record)
+            .unwrap()
+            .starts_with("sha256:")
+    );
+}
+
 #[test]
 fn changed_hash_in_the_lock_is_refused_naming_the_package() {
     let Some(p) = Pin::new() else { return };

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::clients::{ArgsAt, Stdio};
 use super::literal::{json_string, toml_string};
 use crate::fsutil;
-use crate::output::{self, paint, style};
+use crate::output::{paint, style};
 
 /// Replace `range` of the original text with `text`.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +94,7 @@ pub fn render_diff(label: &str, old: &str, new: &str) -> String {
         out.push_str(&paint(style::HUNK, format!("{}\n", hunk.header())));
         for change in hunk.iter_changes() {
             // Config text is the user's or a tool's: no control characters reach the terminal.
-            let line = output::sanitize_line(change.value().trim_end_matches(['\n', '\r']));
+            let line = crate::text::sanitize_line(change.value().trim_end_matches(['\n', '\r']));
             let (sign, st) = match change.tag() {
                 similar::ChangeTag::Delete => ("-", Some(style::REMOVED)),
                 similar::ChangeTag::Insert => ("+", Some(style::ADDED)),

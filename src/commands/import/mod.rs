@@ -491,7 +491,7 @@ fn plan(files: &[Loaded], existing: Option<&Lockfile>, extra_env: &[String]) -> 
             if base != entry.name {
                 notes.push(format!(
                     "`{}` is not a valid lock name (1-64 of A-Z a-z 0-9 . _ -), so it is locked as `{base}`",
-                    output::sanitize_line(&entry.name)
+                    crate::text::sanitize_line(&entry.name)
                 ));
             }
             let mut chosen = None;
@@ -519,7 +519,7 @@ fn plan(files: &[Loaded], existing: Option<&Lockfile>, extra_env: &[String]) -> 
             }
             let owner = format!(
                 "`{}` in `{}`",
-                output::sanitize_line(&entry.name),
+                crate::text::sanitize_line(&entry.name),
                 f.source.path.display()
             );
             // A name the lockfile holds is chosen only when its command and environment match.
@@ -607,7 +607,7 @@ fn listing(files: &[Loaded], plan: &Plan, scope: Scope, lockfile: &Path) -> Stri
             .unwrap_or(0)
             .min(24);
         for (ei, e) in f.parsed.entries.iter().enumerate() {
-            let name = format!("{:width$}", output::sanitize_line(&e.name));
+            let name = format!("{:width$}", crate::text::sanitize_line(&e.name));
             let line = match &e.kind {
                 Kind::Stdio(s) => {
                     let lock_name = plan.names.get(&(fi, ei)).cloned().unwrap_or_default();
@@ -627,7 +627,7 @@ fn listing(files: &[Loaded], plan: &Plan, scope: Scope, lockfile: &Path) -> Stri
                     };
                     format!(
                         "{tag}  {name}  {}\n          {what}; {env}",
-                        output::sanitize_line(&super::show::shell_words(&s.argv))
+                        crate::text::sanitize_line(&super::show::shell_words(&s.argv))
                     )
                 }
                 Kind::Routed { lock_name } => format!(
@@ -635,22 +635,22 @@ fn listing(files: &[Loaded], plan: &Plan, scope: Scope, lockfile: &Path) -> Stri
                     paint(style::DIM, "routed"),
                     lock_name
                         .as_deref()
-                        .map(|n| format!(" (`--name {}`)", output::sanitize_line(n)))
+                        .map(|n| format!(" (`--name {}`)", crate::text::sanitize_line(n)))
                         .unwrap_or_default()
                 ),
                 Kind::Remote { transport, origin } => format!(
                     "{}  {name}  {} server{}: not supported yet, left as is",
                     paint(style::WARN, "remote"),
-                    output::sanitize_line(transport),
+                    crate::text::sanitize_line(transport),
                     origin
                         .as_deref()
-                        .map(|o| format!(" at {}", output::sanitize_line(o)))
+                        .map(|o| format!(" at {}", crate::text::sanitize_line(o)))
                         .unwrap_or_default()
                 ),
                 Kind::Skipped(why) => format!(
                     "{}  {name}  left as is: {}",
                     paint(style::WARN, "skip  "),
-                    output::sanitize_line(why)
+                    crate::text::sanitize_line(why)
                 ),
             };
             out.push_str(&format!("  {line}\n"));
@@ -763,7 +763,7 @@ fn rewrite_one(
         if !ok {
             return Err(format!(
                 "entry `{}` does not read back as intended",
-                output::sanitize_line(&old.name)
+                crate::text::sanitize_line(&old.name)
             ));
         }
     }
