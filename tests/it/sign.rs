@@ -1469,7 +1469,7 @@ fn coreutils_base64(args: &[&str], input: &[u8]) -> Vec<u8> {
         .stdout(Stdio::piped())
         .spawn()
         .expect("run base64");
-    child.stdin.take().unwrap().write_all(input).unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "base64 {args:?}");
     out.stdout
