@@ -16,8 +16,9 @@
 //!    [`audit`] (the audit log), [`pin`] (pinned installs). Imports base; used by everything
 //!    above.
 //! 3. **Wire**: [`mcp`] (framing, the JSON-RPC client, starting a server's process). Imports the
-//!    lockfile and base layers; knows nothing of sandboxes or learn mode: it starts what a
-//!    [`mcp::process::Start`] describes. Used by the policy layer and above.
+//!    lockfile and base layers; it does not build sandboxes or learn mode (it starts what a
+//!    [`mcp::process::Start`] describes), and uses of the sandbox crate only what ends a
+//!    server's tree and reads its set-up failures. Used by the policy layer and above.
 //! 4. **Policy**: [`sandboxing`] (the bridge to the `mcpsum-sandbox` crate and the egress
 //!    proxy), [`learning`] (learn mode), [`taint`], [`launch`] (how a locked entry starts: it
 //!    builds the sandboxed, learning or guarded command the wire layer spawns),

@@ -240,8 +240,10 @@ async fn lock_one(
 
     // The policy is the person's: keep it; `--sandbox` sets the sandbox part. Of an untrusted
     // entry (a command given, see above) it is kept in the written entry, where the review
-    // before `mcpsum sign` sees it in the diff, but decides nothing now: the server runs as a
-    // new one would, without that sandbox, with only the variables `--env` names.
+    // before `mcpsum sign` sees it in the diff. Of what it says only its sandbox acts now: a
+    // sandbox can only take away from what the person's command could do unconfined, so it
+    // still confines this run (`--sandbox FILE` replaces it); its `envPassthrough` passes
+    // nothing (only the variables `--env` names).
     let mut policy: Option<Policy> = previous.as_ref().and_then(|p| p.policy.clone());
     if untrusted.is_some()
         && let Some(prev) = &previous
@@ -312,13 +314,16 @@ async fn lock_one(
         })
     };
     let early = previous_artifacts.filter(crate::pin::is_installed);
-    // What confines the run now: the entry's policy, or for an untrusted entry only the
-    // sandbox `--sandbox` gave.
+    // What confines the run now: the entry's policy, or for an untrusted entry its sandbox
+    // alone (or the one `--sandbox` gave).
     let launch_policy = if untrusted.is_some() {
-        args.sandbox.as_ref().map(|_| Policy {
-            sandbox: policy.as_ref().and_then(|p| p.sandbox.clone()),
-            taint: None,
-        })
+        policy
+            .as_ref()
+            .and_then(|p| p.sandbox.clone())
+            .map(|sandbox| Policy {
+                sandbox: Some(sandbox),
+                taint: None,
+            })
     } else {
         policy.clone()
     };
@@ -421,8 +426,9 @@ async fn lock_one(
     Ok(Exit::Ok)
 }
 
-/// What of an untrusted entry is not applied while locking it with a given command, if
-/// anything: its sandbox policy and its `envPassthrough` (taint labels act only in the proxy).
+/// What of an untrusted entry is applied while locking it with a given command, and what is
+/// not: its sandbox policy confines the run (unless `--sandbox` replaced it), its
+/// `envPassthrough` passes nothing (taint labels act only in the proxy).
 fn warn_untrusted_policy(
     path: &std::path::Path,
     name: &str,
@@ -434,7 +440,7 @@ fn warn_untrusted_policy(
     let mut parts = Vec::new();
     if sandbox && !sandbox_given {
         parts.push(
-            "its `policy.sandbox` does not confine this run (the server runs as with no `--sandbox`; give `--sandbox FILE` for a policy you checked)"
+            "its `policy.sandbox` still confines this run, since a sandbox only takes away from what the command could do (give `--sandbox FILE` to confine it by a policy you checked instead)"
                 .to_owned(),
         );
     }
@@ -463,7 +469,7 @@ fn warn_untrusted_policy(
         format!("; {kept}: review them in the diff before `mcpsum sign`")
     };
     output::warn(&format!(
-        "server `{name}`: `{}` has no valid signature, so what its entry records is not applied while locking: {}{kept}",
+        "server `{name}`: `{}` has no valid signature, so its entry is not trusted while locking: {}{kept}",
         path.display(),
         parts.join("; ")
     ));

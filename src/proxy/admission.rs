@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{LOG_LEVELS, REMOVED_IN_MODERN, log_rank, uri};
 use crate::lockfile::{Era, Kind, ServerEntry};
 use crate::mcp::envelope::Message;
-use crate::mcp::{META_CAPABILITIES, META_VERSION, MODERN_VERSION, codes};
+use crate::mcp::{META_CAPABILITIES, META_LOG_LEVEL, META_VERSION, MODERN_VERSION, codes};
 use crate::taint::{self, Approver, Labels, Shown, TaintMark, quoted_name};
 
 /// The key of mcpsum's question in a 2026-07-28 `inputRequests` map.
@@ -540,13 +540,13 @@ fn modern_meta(meta: &Value) -> bool {
 fn removed_in_modern(method: &str) -> String {
     let instead = match method {
         "resources/subscribe" | "resources/unsubscribe" => {
-            "; changes to a resource come on a `subscriptions/listen` stream"
+            "; changes to a resource come on a `subscriptions/listen` stream".to_owned()
         }
         "logging/setLevel" => {
-            "; a request asks for log messages with `_meta[\"io.modelcontextprotocol/logLevel\"]`"
+            format!("; a request asks for log messages with `_meta[\"{META_LOG_LEVEL}\"]`")
         }
-        "ping" => "; every request stands alone, so there is no connection to check",
-        _ => "",
+        "ping" => "; every request stands alone, so there is no connection to check".to_owned(),
+        _ => String::new(),
     };
     format!(
         "`{method}` does not exist in protocol version {MODERN_VERSION}{instead}; send `initialize` first to use an earlier version that has it"

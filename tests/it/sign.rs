@@ -1700,32 +1700,38 @@ fn every_command_that_writes_the_lockfile_warns_once_the_same_way() {
 }
 
 /// With an anchor in force and no valid signature, `lock --name X -- CMD` (a command the person
-/// gives) runs it as for a new server: the untrusted entry's `policy.sandbox` does not confine
-/// or refuse the run, its `envPassthrough` passes no variable, and a warning says so. The policy
-/// stays in the written entry, for the review before `mcpsum sign`.
+/// gives) runs it confined by the untrusted entry's `policy.sandbox` (a sandbox only takes away
+/// from what the command could do unconfined), passes none of its `envPassthrough` variables,
+/// and says both. The policy stays in the written entry, for the review before `mcpsum sign`.
 #[test]
-fn an_untrusted_entrys_policy_decides_nothing_when_lock_is_given_a_command() {
+fn an_untrusted_entrys_policy_only_takes_away_when_lock_is_given_a_command() {
     let w = locked();
     let key = keygen(&w, "k", "ed25519", None);
     let anchor = w.path().join("allowed");
     write_anchor(&anchor, &key.line("alice", ""));
     // Someone who can write the repository edits the entry: a variable passed to the server,
-    // a sandbox policy (with a path this machine lacks, so applying it refuses the run), labels.
+    // a sandbox policy that lets the server write one folder only, labels.
+    let out_dir = w.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
     let mut lock = w.lock_json();
     let entry = &mut lock["servers"]["time"];
     entry["envPassthrough"] = json!(["MCPSUM_TEST_SECRET"]);
-    let sandbox = json!({"filesystem": {"read": ["/nonexistent/mcpsum-untrusted"], "write": []},
+    let scenario = w.path().join("time.json");
+    let servers = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers");
+    let sandbox = json!({"filesystem": {"read": [scenario, servers], "write": [out_dir]},
         "network": {"allow": []}});
     entry["policy"] = json!({"sandbox": sandbox,
         "taint": {"sources": ["echo"], "sinks": []}});
     w.write_lock(serde_json::to_vec_pretty(&lock).unwrap());
     w.run(&["show"]).code(0);
-    // The person's own command: it records whether the secret reached it, then serves.
-    let seen = w.path().join("seen");
-    let scenario = w.path().join("time.json");
+    // The person's own command: it records whether the secret reached it and tries a write
+    // the sandbox does not grant, then serves.
+    let seen = out_dir.join("seen");
+    let outside = w.path().join("outside");
     let script = format!(
-        "echo \"${{MCPSUM_TEST_SECRET-unset}}\" > '{}'; exec {}",
+        "echo \"${{MCPSUM_TEST_SECRET-unset}}\" > '{}'; touch '{}'; exec {}",
         seen.display(),
+        outside.display(),
         crate::support::fake_argv(&scenario).join(" ")
     );
     let out = w
@@ -1736,14 +1742,20 @@ fn an_untrusted_entrys_policy_decides_nothing_when_lock_is_given_a_command() {
         .output()
         .unwrap();
     let r = crate::support::Run::from_output(out);
+    if let Some(why) = crate::sandbox::kernel_lacks(&r) {
+        return crate::sandbox::skip(&why);
+    }
     r.code(0).stderr_has(&[
         "has no valid signature",
-        "policy.sandbox",
+        "policy.sandbox` still confines this run",
         "MCPSUM_TEST_SECRET",
-        "not applied",
         "mcpsum sign",
     ]);
     assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "unset");
+    assert!(
+        !outside.exists(),
+        "the untrusted sandbox did not confine the run"
+    );
     let entry = &w.lock_json()["servers"]["time"];
     assert_eq!(entry["policy"]["sandbox"], sandbox, "{entry:#}");
     assert_eq!(entry["policy"]["taint"]["sources"], json!(["echo"]));
