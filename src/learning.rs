@@ -23,12 +23,8 @@ pub fn observation_file(state_dir: &Path, server: &str) -> PathBuf {
 
 /// The observation file of `server`, its folder made (0700) if needed.
 pub fn ensure_observation_file(state_dir: &Path, server: &str) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir.join(LEARN_DIR);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
+    crate::paths::create_private_dir(&dir)
         .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     Ok(observation_file(state_dir, server))
 }
