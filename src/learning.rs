@@ -539,25 +539,36 @@ const GIT_DEPTH: usize = 3;
 
 /// Whether `dir` is a git folder (a `.git`, or one with `HEAD`, `config` and `hooks` such as
 /// `.git/modules/sub`) or holds one (a `.git` entry, folder or file) `depth` levels below it
-/// or less; links are not followed.
+/// or less; links are not followed, and the walk looks at 20 000 entries at most.
 fn holds_git(dir: &Path, depth: usize) -> bool {
-    if dir.file_name().is_some_and(|n| n == ".git")
-        || ["HEAD", "config", "hooks"]
-            .iter()
-            .all(|n| dir.join(n).exists())
-    {
-        return true;
+    fn walk(dir: &Path, depth: usize, budget: &mut usize) -> bool {
+        if dir.file_name().is_some_and(|n| n == ".git")
+            || ["HEAD", "config", "hooks"]
+                .iter()
+                .all(|n| dir.join(n).exists())
+        {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        let Ok(rd) = fs_err::read_dir(dir) else {
+            return false;
+        };
+        for e in rd.flatten() {
+            if *budget == 0 {
+                return false;
+            }
+            *budget -= 1;
+            if e.file_name() == ".git"
+                || (e.file_type().is_ok_and(|t| t.is_dir()) && walk(&e.path(), depth - 1, budget))
+            {
+                return true;
+            }
+        }
+        false
     }
-    if depth == 0 {
-        return false;
-    }
-    let Ok(rd) = fs_err::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten().take(10_000).any(|e| {
-        e.file_name() == ".git"
-            || (e.file_type().is_ok_and(|t| t.is_dir()) && holds_git(&e.path(), depth - 1))
-    })
+    walk(dir, depth, &mut 20_000)
 }
 
 /// The temporary folders the server made right in a shared temporary folder
