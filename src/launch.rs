@@ -72,14 +72,9 @@ impl Start for Launch {
                     crate::paths::ensure_state_dir().map_err(|e| not_started(&e.one_line()))?;
                 let program = self.argv.first().map(String::as_str).unwrap_or_default();
                 for (var, dir) in mcpsum_sandbox::cache_env(program, &state_dir, &self.server) {
-                    use std::os::unix::fs::DirBuilderExt;
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(&dir)
-                        .map_err(|e| {
-                            not_started(&format!("cannot create `{}`: {e}", dir.display()))
-                        })?;
+                    crate::paths::create_private_dir(&dir).map_err(|e| {
+                        not_started(&format!("cannot create `{}`: {e}", dir.display()))
+                    })?;
                     cmd.env(var, dir);
                 }
                 Ok((cmd, Some(Box::new(recorder))))

@@ -23,12 +23,8 @@ pub fn observation_file(state_dir: &Path, server: &str) -> PathBuf {
 
 /// The observation file of `server`, its folder made (0700) if needed.
 pub fn ensure_observation_file(state_dir: &Path, server: &str) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir.join(LEARN_DIR);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
+    crate::paths::create_private_dir(&dir)
         .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     Ok(observation_file(state_dir, server))
 }
@@ -244,24 +240,51 @@ impl Context {
             .any(|h| h.starts_with(p))
     }
 
-    /// Whether a folder rule `p` is one a person would write: never `/`, a home or an ancestor
-    /// of one, a whole top-level folder, `/etc` or below it, nor anything holding a secret or
-    /// (for writes) a protected path.
+    /// Whether a folder rule `p` is one a person would write: see [`Context::too_wide`].
     fn folder_ok(&self, p: &Path, write: bool) -> bool {
-        let system = mcpsum_sandbox::is_system_folder(p);
+        self.too_wide(p, write).is_none()
+    }
+
+    /// Why a folder rule `p` is refused, if it is: `/` and the top-level folders, the system
+    /// folders (`/usr`, `/opt`, `/var/lib`, ...), `/etc` and below it, a home or an ancestor of
+    /// one, a home's settings folders ([`HOME_SHARED_DIRS`]: `~/.config`, `~/.local`, ...), a
+    /// folder holding a secret, and (for writes) one holding a path mcpsum protects (its
+    /// lockfile, state or binary).
+    fn too_wide(&self, p: &Path, write: bool) -> Option<&'static str> {
         let home_shared = self.homes.iter().chain(&self.home).any(|h| {
             HOME_SHARED_DIRS
                 .iter()
                 .any(|d| h.join(d).starts_with(p) && p.starts_with(h))
         });
-        let too_wide = p.components().count() <= 2
-            || system
-            || home_shared
-            || self.is_home_or_above(p)
-            || p.starts_with("/etc");
-        let holds_secret = self.secrets.iter().any(|s| s.starts_with(p));
-        let holds_protected = write && self.protected.iter().any(|s| s.starts_with(p));
-        !(too_wide || holds_secret || holds_protected)
+        Some(if p.parent().is_none() {
+            "the root folder"
+        } else if p.components().count() <= 2 {
+            "a top-level folder"
+        } else if self.is_home_or_above(p) {
+            "a home, or a folder holding one"
+        } else if mcpsum_sandbox::is_system_folder(p) || p.starts_with("/etc") {
+            "a system folder"
+        } else if home_shared {
+            "a home's settings folder"
+        } else if self.secrets.iter().any(|s| s.starts_with(p)) {
+            "it holds a secret"
+        } else if write && self.protected.iter().any(|s| s.starts_with(p)) {
+            "it holds mcpsum's own files (its lockfile, state or binary)"
+        } else {
+            return None;
+        })
+    }
+
+    /// The code path of a home ([`HOME_CODE_PATHS`]) a write rule on `p` would reach (`p` is
+    /// in it, or a folder rule holds it), and what runs from it.
+    fn runs_as_code(&self, p: &Path, folder: bool) -> Option<(PathBuf, &'static str)> {
+        self.homes.iter().chain(&self.home).find_map(|h| {
+            HOME_CODE_PATHS.iter().find_map(|(c, what)| {
+                let c = h.join(c);
+                let hit = p.starts_with(&c) || (folder && c.starts_with(p) && p.starts_with(h));
+                hit.then_some((c, *what))
+            })
+        })
     }
 
     /// A temporary right in a shared temporary folder (`/tmp/tmpab12cd`), or the folder
@@ -288,6 +311,71 @@ impl Context {
     }
 }
 
+/// Paths of a home whose contents run as code outside any sandbox (the next login, shell,
+/// session, `git` or Python start): never proposed for writing, nor a folder holding one.
+const HOME_CODE_PATHS: &[(&str, &str)] = &[
+    ("bin", "programs on your `PATH`"),
+    (".local/bin", "programs on your `PATH`"),
+    (".config/autostart", "programs your desktop starts at login"),
+    (".config/systemd", "services systemd starts for you"),
+    (".local/share/systemd", "services systemd starts for you"),
+    (
+        ".config/environment.d",
+        "your session's environment (`LD_PRELOAD`, `PATH`)",
+    ),
+    (
+        ".pam_environment",
+        "your session's environment (`LD_PRELOAD`, `PATH`)",
+    ),
+    (
+        ".local/share/applications",
+        "the commands your desktop runs to open files",
+    ),
+    (
+        ".config/plasma-workspace",
+        "scripts your desktop runs at login",
+    ),
+    (".profile", "a login shell's startup file"),
+    (".bash_profile", "a login shell's startup file"),
+    (".bash_login", "a login shell's startup file"),
+    (".bash_logout", "a shell's exit file"),
+    (".bashrc", "a shell's startup file"),
+    (".zshenv", "a shell's startup file"),
+    (".zprofile", "a login shell's startup file"),
+    (".zshrc", "a shell's startup file"),
+    (".zlogin", "a login shell's startup file"),
+    (".zlogout", "a shell's exit file"),
+    (".config/fish", "a shell's startup files"),
+    (".cshrc", "a shell's startup file"),
+    (".tcshrc", "a shell's startup file"),
+    (".kshrc", "a shell's startup file"),
+    (".xprofile", "an X session's startup file"),
+    (".xinitrc", "an X session's startup file"),
+    (".xsession", "an X session's startup file"),
+    (".xsessionrc", "an X session's startup file"),
+    (".ssh/rc", "what sshd runs at each login"),
+    (
+        ".gitconfig",
+        "git's settings (`core.hooksPath`, `core.fsmonitor`, aliases run programs)",
+    ),
+    (
+        ".config/git",
+        "git's settings (`core.hooksPath`, `core.fsmonitor`, aliases run programs)",
+    ),
+    (
+        ".local/lib",
+        "Python's user site-packages (its `.pth` files run at each Python start)",
+    ),
+    (
+        ".npmrc",
+        "npm's settings (`node-options`, `script-shell` run programs)",
+    ),
+    (".vimrc", "an editor's startup file"),
+    (".config/nvim", "an editor's startup files"),
+    (".emacs", "an editor's startup file"),
+    (".emacs.d", "an editor's startup files"),
+];
+
 /// Folders of a home that hold every application's settings (and so, sooner or later, tokens).
 const HOME_SHARED_DIRS: &[&str] = &[
     ".config",
@@ -297,14 +385,64 @@ const HOME_SHARED_DIRS: &[&str] = &[
     ".cache",
 ];
 
-/// `path` made real: the path itself where it exists, else its folder's real path and its name
-/// (a file created and removed again, a lock renamed away).
-fn real_or_parent(path: &Path) -> Option<PathBuf> {
-    if let Ok(real) = fs_err::canonicalize(path) {
-        return Some(real);
+/// The file paths of observations, made real as a sandbox sees them.
+#[derive(Default)]
+struct FilePaths {
+    /// Read (existing, real).
+    reads: BTreeSet<PathBuf>,
+    /// Executed (existing, real).
+    execs: BTreeSet<PathBuf>,
+    /// Written: what an open reaches (a link's target), or the entry an entry change names.
+    writes: BTreeSet<PathBuf>,
+    /// Created, removed or renamed: the folder made real, the entry's own name (a link is
+    /// never followed, see [`mcpsum_sandbox::entry_path`]).
+    entries: BTreeSet<PathBuf>,
+    /// Folders made, as entries are.
+    mkdirs: BTreeSet<PathBuf>,
+    /// Reads, executions and writes of paths whose folder does not exist (failed probes).
+    failed: usize,
+}
+
+impl FilePaths {
+    fn of(observations: &[Observation]) -> Self {
+        // The `Write` recorded with an `Entry` of the same path is the entry change's own: the
+        // link an `unlink` or a `rename` names is not followed. (An open through a link is
+        // recorded at its target: see the guard.)
+        let entry_paths: BTreeSet<&Path> = observations
+            .iter()
+            .filter_map(|o| match o {
+                Observation::Entry { path } => Some(path.as_path()),
+                _ => None,
+            })
+            .collect();
+        let mut out = Self::default();
+        for o in observations {
+            let (set, real) = match o {
+                Observation::Read { path } => (&mut out.reads, fs_err::canonicalize(path).ok()),
+                Observation::Exec { path } => (&mut out.execs, fs_err::canonicalize(path).ok()),
+                Observation::Write { path } if entry_paths.contains(path.as_path()) => {
+                    (&mut out.writes, mcpsum_sandbox::entry_path(path))
+                }
+                Observation::Write { path } => (&mut out.writes, mcpsum_sandbox::opened_path(path)),
+                Observation::Mkdir { path } => (&mut out.mkdirs, mcpsum_sandbox::entry_path(path)),
+                Observation::Entry { path } => {
+                    if let Some(real) = mcpsum_sandbox::entry_path(path) {
+                        out.writes.insert(real.clone());
+                        out.entries.insert(real);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            match real {
+                Some(real) => {
+                    set.insert(real);
+                }
+                None => out.failed += 1,
+            }
+        }
+        out
     }
-    let parent = fs_err::canonicalize(path.parent()?).ok()?;
-    Some(parent.join(path.file_name()?))
 }
 
 /// Up to `n` names of `set`, quoted, then how many more.
@@ -369,16 +507,68 @@ impl WriteWhy {
     }
 }
 
-/// Whether a write rule on `dir` covers a git repository's hooks or configuration (code that
-/// runs the next time a person uses git there).
-fn covers_git_hooks(dir: &Path) -> bool {
-    let in_git = dir
+/// What of a git repository a write rule on `p` reaches that runs code the next time a person
+/// uses git there, if anything: a path inside a `.git/hooks` (also a submodule's, below
+/// `.git/modules`), a `.git/config`, or (a folder rule) a folder holding a `.git` or being a git
+/// folder, looked for down to [`GIT_DEPTH`] levels below it without following links.
+fn git_risk(p: &Path, folder: bool) -> Option<&'static str> {
+    let git = p
         .ancestors()
         .find(|a| a.file_name().is_some_and(|n| n == ".git"));
-    match in_git {
-        Some(git) => dir == git || dir.starts_with(git.join("hooks")),
-        None => dir.join(".git").exists(),
+    if let Some(git) = git {
+        let inner = p.strip_prefix(git).unwrap_or(Path::new(""));
+        if inner.components().any(|c| c.as_os_str() == "hooks") {
+            return Some("is inside a git repository's hooks (`.git/hooks`), which git runs");
+        }
+        if p.file_name().is_some_and(|n| n == "config") {
+            return Some(
+                "is a git repository's configuration (`.git/config`), whose settings (`core.hooksPath`, `core.fsmonitor`, aliases) run programs",
+            );
+        }
     }
+    if folder && holds_git(p, GIT_DEPTH) {
+        return Some(
+            "covers a git repository's `.git/hooks` and `.git/config`: a sandboxed server could plant a hook or change the configuration, which git runs the next time you use it there",
+        );
+    }
+    None
+}
+
+/// How deep below a folder rule [`git_risk`] looks for a repository.
+const GIT_DEPTH: usize = 3;
+
+/// Whether `dir` is a git folder (a `.git`, or one with `HEAD`, `config` and `hooks` such as
+/// `.git/modules/sub`) or holds one (a `.git` entry, folder or file) `depth` levels below it
+/// or less; links are not followed, and the walk looks at 20 000 entries at most.
+fn holds_git(dir: &Path, depth: usize) -> bool {
+    fn walk(dir: &Path, depth: usize, budget: &mut usize) -> bool {
+        if dir.file_name().is_some_and(|n| n == ".git")
+            || ["HEAD", "config", "hooks"]
+                .iter()
+                .all(|n| dir.join(n).exists())
+        {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        let Ok(rd) = fs_err::read_dir(dir) else {
+            return false;
+        };
+        for e in rd.flatten() {
+            if *budget == 0 {
+                return false;
+            }
+            *budget -= 1;
+            if e.file_name() == ".git"
+                || (e.file_type().is_ok_and(|t| t.is_dir()) && walk(&e.path(), depth - 1, budget))
+            {
+                return true;
+            }
+        }
+        false
+    }
+    walk(dir, depth, &mut 20_000)
 }
 
 /// The temporary folders the server made right in a shared temporary folder
@@ -400,48 +590,23 @@ fn own_temporaries(
 /// Turns observations into a proposal (see the module docs and the README's "Learn mode").
 pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
     let mut s = Suggestion::default();
-    let mut reads: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut writes: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut entries: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut mkdirs: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut failed = 0usize;
+    let FilePaths {
+        mut reads,
+        execs,
+        writes,
+        entries,
+        mkdirs,
+        failed,
+    } = FilePaths::of(observations);
+    for exec in &execs {
+        reads.insert(exec.clone());
+        reads.extend(interpreter_of(exec));
+    }
     let mut proxy_addrs: BTreeSet<String> = BTreeSet::new();
     let mut direct: BTreeSet<String> = BTreeSet::new();
     let mut hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for o in observations {
         match o {
-            Observation::Read { path } => match fs_err::canonicalize(path) {
-                Ok(real) => {
-                    reads.insert(real);
-                }
-                Err(_) => failed += 1,
-            },
-            Observation::Exec { path } => match fs_err::canonicalize(path) {
-                Ok(real) => {
-                    if let Some(interp) = interpreter_of(&real) {
-                        reads.insert(interp);
-                    }
-                    reads.insert(real);
-                }
-                Err(_) => failed += 1,
-            },
-            Observation::Write { path } => match real_or_parent(path) {
-                Some(real) => {
-                    writes.insert(real);
-                }
-                None => failed += 1,
-            },
-            Observation::Entry { path } => {
-                if let Some(real) = real_or_parent(path) {
-                    entries.insert(real);
-                }
-            }
-            Observation::Mkdir { path } => match real_or_parent(path) {
-                Some(real) => {
-                    mkdirs.insert(real);
-                }
-                None => failed += 1,
-            },
             Observation::Connect { addr } => {
                 direct.insert(addr.clone());
             }
@@ -461,6 +626,11 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
                 let e = hosts.entry(target.to_ascii_lowercase()).or_default();
                 e.extend(resolved.iter().cloned());
             }
+            Observation::Read { .. }
+            | Observation::Exec { .. }
+            | Observation::Write { .. }
+            | Observation::Mkdir { .. }
+            | Observation::Entry { .. } => {}
         }
     }
     if failed > 0 {
@@ -514,13 +684,12 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
             .unwrap_or_default();
         let folder_change = made || entries.contains(w) || !w.exists();
         if !folder_change && w.is_dir() {
-            if ctx.folder_ok(w, true) {
-                write_rules.entry(w.clone()).or_default().dir_written = true;
-            } else {
-                s.warnings.push(format!(
-                    "wrote to the folder `{}`: too wide to grant (a top-level or system folder, a home or its settings, or it holds a secret or mcpsum's own files); left out",
+            match ctx.too_wide(w, true) {
+                None => write_rules.entry(w.clone()).or_default().dir_written = true,
+                Some(why) => s.warnings.push(format!(
+                    "wrote to the folder `{}`: too wide to grant ({why}); left out",
                     ctx.shown(w)
-                ));
+                )),
             }
             continue;
         }
@@ -532,27 +701,32 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
         if ctx.granted_write.iter().any(|g| parent.starts_with(g)) {
             continue;
         }
-        if ctx.folder_ok(parent, true) {
-            let why = write_rules.entry(parent.to_path_buf()).or_default();
-            if made {
-                why.made.insert(name);
-            } else {
-                why.changed.insert(name);
+        let parent_wide = ctx.too_wide(parent, true);
+        match parent_wide {
+            None => {
+                let why = write_rules.entry(parent.to_path_buf()).or_default();
+                if made {
+                    why.made.insert(name);
+                } else {
+                    why.changed.insert(name);
+                }
             }
-        } else if made && w.is_dir() && ctx.folder_ok(w, true) {
-            write_rules.entry(w.clone()).or_default().created_itself = Some(parent.to_path_buf());
-        } else if made && w.is_dir() {
-            s.notes.push(format!(
-                "asked to create the folder `{}`, a top-level or system folder (or a home's settings) that is never proposed: it most likely existed already (an observation file of an older mcpsum records the `mkdir` of every parent of `mkdir -p`); left out",
-                ctx.shown(w)
-            ));
-        } else {
-            s.warnings.push(format!(
-                "{} `{}`, which needs write on the whole folder `{}`: too wide to grant (a top-level or system folder, a home or its settings, or it holds a secret or mcpsum's own files); left out",
+            Some(_) if made && w.is_dir() && ctx.folder_ok(w, true) => {
+                write_rules.entry(w.clone()).or_default().created_itself =
+                    Some(parent.to_path_buf());
+            }
+            Some(parent_why) if made && w.is_dir() => s.notes.push(format!(
+                "asked to create the folder `{}` ({}) in `{}` ({parent_why}): neither is ever proposed; left out (an older mcpsum's observation file also records the `mkdir` of folders that existed, as `mkdir -p` asks for every parent)",
+                ctx.shown(w),
+                ctx.too_wide(w, true).unwrap_or("too wide"),
+                ctx.shown(parent)
+            )),
+            Some(parent_why) => s.warnings.push(format!(
+                "{} `{}`, which needs write on the whole folder `{}`: too wide to grant ({parent_why}); left out",
                 if made { "created the folder" } else { "created, removed or renamed" },
                 ctx.shown(w),
                 ctx.shown(parent)
-            ));
+            )),
         }
     }
     for t in &tmp_writes {
@@ -570,17 +744,28 @@ pub fn suggest(observations: &[Observation], ctx: &Context) -> Suggestion {
         if write_roots.iter().any(|o| o != path && path.starts_with(o)) {
             continue;
         }
-        if why.is_folder() && covers_git_hooks(path) {
+        if let Some((code, what)) = ctx.runs_as_code(path, why.is_folder()) {
             s.warnings.push(format!(
-                "the proposed write `{}` covers a git repository's `.git/hooks` and `.git/config`: a sandboxed server could plant a hook or change the configuration, which git runs the next time you use it there. It is proposed because the server {} in that folder, which a sandbox can grant only on the whole folder; review it before you paste it",
+                "wrote {}`{}`, but `{}` holds {what}, which run outside any sandbox: a sandboxed server could plant code there; never proposed, grant it by hand only if you mean to",
+                if why.is_folder() { "in " } else { "" },
                 ctx.shown(path),
-                if why.changed.is_empty() {
+                ctx.shown(&code)
+            ));
+            continue;
+        }
+        if let Some(risk) = git_risk(path, why.is_folder()) {
+            s.warnings.push(format!(
+                "the proposed write `{}` {risk}. It is proposed because the server {} there; review it before you paste it",
+                ctx.shown(path),
+                if why.is_folder() && why.changed.is_empty() && !why.made.is_empty() {
                     "made folders".to_owned()
-                } else {
+                } else if !why.changed.is_empty() {
                     format!(
-                        "created, removed or renamed {} (git writes `index` by creating `index.lock` and renaming it)",
+                        "created, removed or renamed {} (git writes `index` by creating `index.lock` and renaming it), which a sandbox grants only on the whole folder",
                         some_names(&why.changed, 4)
                     )
+                } else {
+                    "wrote it".to_owned()
                 }
             ));
         }
@@ -784,46 +969,45 @@ fn elf_interp(exe: &Path, head: &[u8]) -> Option<PathBuf> {
 }
 
 /// Of `observations`, the paths the given read and write rules (host paths) would refuse:
-/// for `sandbox test`'s note. Failed lookups, secrets and the shared temporary folders are
-/// left out (they are no reason to widen a policy).
+/// for `sandbox test`'s note. A file created, removed or renamed needs write on its folder
+/// (`write ~/proj/.git` for git's `index.lock` beside a rule on `index` alone), a file written on
+/// the file (also when it is gone since). Failed lookups, secrets and the shared temporary
+/// folders are left out (they are no reason to widen a policy).
 pub fn refused(observations: &[Observation], ctx: &Context) -> Vec<String> {
+    let paths = FilePaths::of(observations);
+    let own = own_temporaries(ctx, &paths.mkdirs, &paths.entries);
+    let skip =
+        |p: &Path| ctx.secret(p) || ctx.in_shared_tmp(p) || own.iter().any(|t| p.starts_with(t));
+    let readable = |p: &Path| {
+        ctx.granted_read
+            .iter()
+            .chain(&ctx.granted_write)
+            .any(|g| p.starts_with(g))
+    };
+    let writable = |p: &Path| ctx.granted_write.iter().any(|g| p.starts_with(g));
     let mut out = BTreeSet::new();
-    let mut made = BTreeSet::new();
-    let mut entries = BTreeSet::new();
-    for o in observations {
-        match o {
-            Observation::Mkdir { path } => made.extend(real_or_parent(path)),
-            Observation::Entry { path } => entries.extend(real_or_parent(path)),
-            _ => {}
+    for r in paths.reads.iter().chain(&paths.execs) {
+        if !skip(r) && !readable(r) {
+            out.insert(format!("read {}", ctx.shown(r)));
         }
     }
-    let own = own_temporaries(ctx, &made, &entries);
-    for o in observations {
-        let (path, write) = match o {
-            Observation::Read { path } | Observation::Exec { path } => (path, false),
-            Observation::Write { path } | Observation::Mkdir { path } => (path, true),
-            _ => continue,
-        };
-        let Ok(real) = fs_err::canonicalize(path) else {
-            continue;
-        };
-        if ctx.secret(&real) || ctx.in_shared_tmp(&real) || own.iter().any(|t| real.starts_with(t))
-        {
-            continue;
+    for w in &paths.writes {
+        if !skip(w) && !paths.entries.contains(w) && !writable(w) {
+            out.insert(format!("write {}", ctx.shown(w)));
         }
-        let granted = if write {
-            ctx.granted_write.iter().any(|g| real.starts_with(g))
-        } else {
-            ctx.granted_read
-                .iter()
-                .chain(&ctx.granted_write)
-                .any(|g| real.starts_with(g))
-        };
-        if !granted {
+    }
+    for (e, what) in paths
+        .entries
+        .iter()
+        .map(|e| (e, "create, remove or rename"))
+        .chain(paths.mkdirs.iter().map(|m| (m, "make the folder")))
+    {
+        let Some(folder) = e.parent() else { continue };
+        if !skip(e) && !writable(folder) {
             out.insert(format!(
-                "{} {}",
-                if write { "write" } else { "read" },
-                ctx.shown(&real)
+                "write {} (to {what} `{}` in it)",
+                ctx.shown(folder),
+                e.file_name().unwrap_or_default().to_string_lossy()
             ));
         }
     }
@@ -1170,5 +1354,205 @@ mod tests {
             "{}",
             interp.display()
         );
+    }
+
+    fn write_entry(p: &Path) -> [Observation; 2] {
+        [
+            Observation::Write {
+                path: p.to_path_buf(),
+            },
+            Observation::Entry {
+                path: p.to_path_buf(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_link_made_removed_or_renamed_onto_grants_its_own_folder_never_its_targets() {
+        let (_d, root, ctx) = world();
+        let home = root.join("home");
+        fs_err::create_dir_all(home.join("shared/data")).unwrap();
+        fs_err::create_dir_all(home.join("tmpl")).unwrap();
+        fs_err::write(home.join("shared/data/f"), "x").unwrap();
+        let link = home.join("tmpl/lnk");
+        std::os::unix::fs::symlink(home.join("shared/data/f"), &link).unwrap();
+        // `ln -s`, then `unlink` and `ln -s` again (the link exists when `suggest` runs), and
+        // `ln -sf` as a temporary link renamed onto the link.
+        for obs in [
+            write_entry(&link).to_vec(),
+            [write_entry(&home.join("tmpl/.lnk.tmp")), write_entry(&link)].concat(),
+        ] {
+            let s = suggest(&obs, &ctx);
+            assert_eq!(entries(&s.write), ["~/tmpl"], "{:?}", s.write);
+            assert!(s.write[0].why.contains("`lnk`"), "{:?}", s.write);
+            let refused = refused(&obs, &ctx);
+            assert!(
+                refused.iter().all(|r| !r.contains("shared")) && !refused.is_empty(),
+                "{refused:?}"
+            );
+        }
+        // A file written through the link (an older observation file names the link): the
+        // sandbox checks the target, that file alone.
+        let s = suggest(&[Observation::Write { path: link.clone() }], &ctx);
+        assert_eq!(entries(&s.write), ["~/shared/data/f"], "{:?}", s.write);
+        let s = suggest(&[read(&link)], &ctx);
+        assert_eq!(entries(&s.read), ["~/shared/data/f"], "{:?}", s.read);
+    }
+
+    #[test]
+    fn every_write_that_reaches_what_git_runs_is_warned_about() {
+        let (_d, root, ctx) = world();
+        let home = root.join("home");
+        let git = home.join("code/repo/.git");
+        for d in ["hooks", "modules/sub/hooks"] {
+            fs_err::create_dir_all(git.join(d)).unwrap();
+        }
+        for f in ["config", "HEAD", "modules/sub/config", "modules/sub/HEAD"] {
+            fs_err::write(git.join(f), "x").unwrap();
+        }
+        fs_err::write(git.join("hooks/pre-commit"), "x").unwrap();
+        let warned = |obs: &[Observation], rule: &str| {
+            let s = suggest(obs, &ctx);
+            assert_eq!(entries(&s.write), [rule], "{:?}", s.write);
+            assert!(
+                s.warnings
+                    .iter()
+                    .any(|w| w.contains(rule) && w.contains("git")),
+                "{rule}: {:?}",
+                s.warnings
+            );
+        };
+        let write = |p: &Path| Observation::Write {
+            path: p.to_path_buf(),
+        };
+        warned(&[write(&git.join("config"))], "~/code/repo/.git/config");
+        warned(
+            &[write(&git.join("hooks/pre-commit"))],
+            "~/code/repo/.git/hooks/pre-commit",
+        );
+        warned(&write_entry(&home.join("code/new.txt")), "~/code");
+        warned(
+            &write_entry(&git.join("modules/sub/index.lock")),
+            "~/code/repo/.git/modules/sub",
+        );
+        warned(
+            &write_entry(&git.join("modules/new")),
+            "~/code/repo/.git/modules",
+        );
+        // Objects and refs run nothing.
+        fs_err::create_dir_all(git.join("objects/ab")).unwrap();
+        let s = suggest(&write_entry(&git.join("objects/ab/tmp_obj")), &ctx);
+        assert_eq!(entries(&s.write), ["~/code/repo/.git/objects/ab"]);
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    }
+
+    #[test]
+    fn what_runs_as_code_is_never_proposed_for_writing() {
+        let (_d, root, ctx) = world();
+        let home = root.join("home");
+        for d in [
+            ".local/bin",
+            "bin",
+            ".config/systemd/user",
+            ".config/autostart",
+        ] {
+            fs_err::create_dir_all(home.join(d)).unwrap();
+        }
+        fs_err::write(home.join(".bashrc"), "x").unwrap();
+        fs_err::write(home.join(".config/autostart/a.desktop"), "x").unwrap();
+        let cases = [
+            write_entry(&home.join(".local/bin/tool")).to_vec(),
+            write_entry(&home.join("bin/tool")).to_vec(),
+            write_entry(&home.join(".config/systemd/user/x.service")).to_vec(),
+            vec![Observation::Write {
+                path: home.join(".config/autostart/a.desktop"),
+            }],
+            vec![Observation::Write {
+                path: home.join(".bashrc"),
+            }],
+            vec![Observation::Mkdir {
+                path: home.join(".config/systemd/user/default.target.wants"),
+            }],
+        ];
+        for obs in cases {
+            let s = suggest(&obs, &ctx);
+            assert!(s.write.is_empty(), "{obs:?}: {:?}", s.write);
+            assert!(
+                s.warnings.iter().any(|w| w.contains("outside any sandbox")),
+                "{obs:?}: {:?}",
+                s.warnings
+            );
+        }
+        // A file of its own beside them is proposed.
+        fs_err::create_dir_all(home.join(".local/share/app")).unwrap();
+        let s = suggest(&write_entry(&home.join(".local/share/app/db")), &ctx);
+        assert_eq!(entries(&s.write), ["~/.local/share/app"], "{:?}", s.write);
+    }
+
+    #[test]
+    fn each_left_out_folder_says_why() {
+        let (_d, root, ctx) = world();
+        let s = suggest(
+            &[Observation::Mkdir {
+                path: "/newtop".into(),
+            }],
+            &ctx,
+        );
+        let all = [s.warnings, s.notes].concat();
+        assert!(
+            all.len() == 1 && all[0].contains("`/`: too wide to grant (the root folder)"),
+            "{all:?}"
+        );
+        // A folder that exists, as an older observation file records `mkdir -p`'s parents.
+        let s = suggest(
+            &[Observation::Mkdir {
+                path: root.join("home/.config"),
+            }],
+            &ctx,
+        );
+        fs_err::create_dir_all(root.join("home/.config")).unwrap();
+        let s2 = suggest(
+            &[Observation::Mkdir {
+                path: root.join("home/.config"),
+            }],
+            &ctx,
+        );
+        assert!(s.write.is_empty() && s2.write.is_empty());
+        let note = s2.notes.join("\n");
+        assert!(
+            note.contains("(a home's settings folder)")
+                && note.contains("(a home, or a folder holding one)")
+                && !note.contains("most likely"),
+            "{note}"
+        );
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("a home, or a folder holding one")),
+            "{:?}",
+            s.warnings
+        );
+    }
+
+    #[test]
+    fn refused_counts_the_files_created_beside_a_file_rule() {
+        let (_d, root, mut ctx) = world();
+        let git = root.join("home/proj/.git");
+        fs_err::write(git.join("index"), "x").unwrap();
+        ctx.granted_write = vec![git.join("index")];
+        let mut obs = write_entry(&git.join("index.lock")).to_vec();
+        obs.extend(write_entry(&git.join("index")));
+        obs.push(Observation::Write {
+            path: root.join("home/proj/out/gone.txt"),
+        });
+        let r = refused(&obs, &ctx);
+        assert!(
+            r.iter()
+                .any(|l| l.starts_with("write ~/proj/.git ") && l.contains("`index.lock`")),
+            "{r:?}"
+        );
+        assert!(r.contains(&"write ~/proj/out/gone.txt".to_owned()), "{r:?}");
+        ctx.granted_write = vec![git.clone(), root.join("home/proj/out")];
+        assert!(refused(&obs, &ctx).is_empty(), "{:?}", refused(&obs, &ctx));
     }
 }

@@ -86,20 +86,15 @@ pub fn state_dir() -> Result<PathBuf> {
 /// Creates the state directory (mode 0700) if needed, and refuses one that is not private
 /// ([`private_dir_problem`]).
 pub fn ensure_state_dir() -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = state_dir()?;
     if !dir.is_dir() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| {
-                Error::new(format!(
-                    "cannot create the state directory `{}`",
-                    dir.display()
-                ))
-                .cause(e)
-            })?;
+        create_private_dir(&dir).map_err(|e| {
+            Error::new(format!(
+                "cannot create the state directory `{}`",
+                dir.display()
+            ))
+            .cause(e)
+        })?;
     }
     if let Some(why) = private_dir_problem(&dir) {
         return Err(Error::new(format!(
@@ -112,6 +107,17 @@ pub fn ensure_state_dir() -> Result<PathBuf> {
         )));
     }
     Ok(dir)
+}
+
+/// Creates `dir` and its missing parents, each made mode 0700 (the state directory and the
+/// folders below it hold what no other user may read or change). A folder that exists is left
+/// as it is.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 /// What makes `dir` unfit to hold state another user must not change, if anything: it is not
@@ -173,4 +179,24 @@ pub fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_dir_and_its_new_parents_are_0700_and_an_existing_one_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| fs_err::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = root.path().join("a/b/c");
+        create_private_dir(&dir).unwrap();
+        for p in [root.path().join("a"), root.path().join("a/b"), dir.clone()] {
+            assert_eq!(mode(&p), 0o700, "{}", p.display());
+        }
+        fs_err::set_permissions(&dir, std::fs::Permissions::from_mode(0o750)).unwrap();
+        create_private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o750);
+    }
 }

@@ -189,12 +189,8 @@ impl FileKey {
 impl SessionStore {
     /// Opens (creating the directory, mode 0700) the store of `session`.
     pub fn open(state_dir: &Path, session: &Session) -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
         let dir = taint_dir(state_dir);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
+        crate::paths::create_private_dir(&dir)?;
         if let Some(why) = crate::paths::private_dir_problem(&dir) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,

@@ -323,6 +323,16 @@ fn write_entry(path: PathBuf) -> [Observation; 2] {
     ]
 }
 
+/// A write to `path`: of an entry of its folder (`unlink`, `symlink`, ...) or of the file alone
+/// (`truncate`).
+fn write_obs(path: PathBuf, entry: bool) -> Vec<Observation> {
+    if entry {
+        write_entry(path).to_vec()
+    } else {
+        vec![Observation::Write { path }]
+    }
+}
+
 /// Whether `path` has no entry (as of now: before the watched call runs).
 fn absent(path: &Path) -> bool {
     fs_err::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
@@ -345,22 +355,8 @@ fn observe_one(n: &crate::sys::Notification, kind: Kind) -> Option<Vec<Observati
             read_remote(pid, arg(2), &mut how)?;
             open_all(path_at(at(0), 1)?, u64::from_ne_bytes(how))
         }
-        Kind::WritePath { path, entry } => {
-            let path = path_at(cwd(), path)?;
-            Some(if entry {
-                write_entry(path).to_vec()
-            } else {
-                vec![Observation::Write { path }]
-            })
-        }
-        Kind::WriteAt { dir, path, entry } => {
-            let path = path_at(at(dir), path)?;
-            Some(if entry {
-                write_entry(path).to_vec()
-            } else {
-                vec![Observation::Write { path }]
-            })
-        }
+        Kind::WritePath { path, entry } => Some(write_obs(path_at(cwd(), path)?, entry)),
+        Kind::WriteAt { dir, path, entry } => Some(write_obs(path_at(at(dir), path)?, entry)),
         Kind::Creat => {
             let path = path_at(cwd(), 0)?;
             Some(if absent(&path) {
@@ -403,8 +399,17 @@ fn mkdir_obs(path: PathBuf) -> Option<Vec<Observation>> {
     })
 }
 
-/// [`open_obs`], with the [`Observation::Entry`] of an `O_CREAT` that makes a new file.
+/// [`open_obs`], with the [`Observation::Entry`] of an `O_CREAT` that makes a new file. An open follows a link in the last component (unless `O_NOFOLLOW`, when it fails), so what
+/// it reads, writes or creates is the link's target, recorded as such: a sandbox grants the
+/// target's path, and the link's folder only for a change of the link itself.
 fn open_all(path: PathBuf, flags: u64) -> Option<Vec<Observation>> {
+    let follows = low_i32(flags) & libc::O_NOFOLLOW == 0;
+    let is_link = fs_err::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    let path = if follows && is_link {
+        crate::observe::opened_path(&path).unwrap_or(path)
+    } else {
+        path
+    };
     let creates = low_i32(flags) & libc::O_CREAT != 0 && absent(&path);
     let o = open_obs(path.clone(), flags)?;
     Some(if creates {
@@ -601,6 +606,57 @@ mod tests {
         assert_eq!(
             open_all(new.clone(), flags),
             Some(vec![Observation::Write { path: new }])
+        );
+    }
+
+    #[test]
+    fn an_open_through_a_link_is_recorded_at_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        fs_err::create_dir_all(root.join("data")).unwrap();
+        fs_err::create_dir_all(root.join("tmpl")).unwrap();
+        fs_err::write(root.join("data/f"), "x").unwrap();
+        let link = root.join("tmpl/lnk");
+        std::os::unix::fs::symlink(root.join("data/f"), &link).unwrap();
+        let flags = |f: i32| u64::try_from(f).unwrap();
+        assert_eq!(
+            open_all(link.clone(), flags(libc::O_RDONLY)),
+            Some(vec![Observation::Read {
+                path: root.join("data/f")
+            }])
+        );
+        assert_eq!(
+            open_all(link.clone(), flags(libc::O_WRONLY | libc::O_TRUNC)),
+            Some(vec![Observation::Write {
+                path: root.join("data/f")
+            }])
+        );
+        // Through a dangling link, `O_CREAT` makes the target: an entry of the target's folder.
+        let dangling = root.join("tmpl/new");
+        std::os::unix::fs::symlink("../data/g", &dangling).unwrap();
+        let target = root.join("data/g");
+        assert_eq!(
+            open_all(dangling, flags(libc::O_WRONLY | libc::O_CREAT)),
+            Some(vec![
+                Observation::Write {
+                    path: target.clone()
+                },
+                Observation::Entry { path: target }
+            ])
+        );
+        // `O_NOFOLLOW` opens fail on a link: recorded as named.
+        assert_eq!(
+            open_all(link.clone(), flags(libc::O_RDONLY | libc::O_NOFOLLOW)),
+            Some(vec![Observation::Read { path: link }])
+        );
+        // Unlinking the link is a change of its own folder.
+        let l = root.join("tmpl/lnk");
+        assert_eq!(
+            write_obs(l.clone(), true),
+            [
+                Observation::Write { path: l.clone() },
+                Observation::Entry { path: l }
+            ]
         );
     }
 

@@ -130,7 +130,7 @@ mod seccomp;
 #[cfg(target_os = "linux")]
 mod sys;
 
-pub use observe::{Observation, read_observations};
+pub use observe::{Observation, entry_path, opened_path, read_observations};
 pub use plan::{
     ArgCmp, CLONE_NEW_FLAGS, CREDENTIAL_PATHS, Compensation, DEFAULT_PATH, EnvValue, FsRule,
     HOME_INSTALL_LAYOUTS, LandlockPlan, LaunchRequest, Origin, RUNTIME_BASE, RW_DEVICES,

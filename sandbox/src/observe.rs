@@ -1,7 +1,7 @@
 //! What learn mode records (see `learn`, Linux only): one [`Observation`] per JSON line of a
 //! server's observation file. Platform-free, so that mcpsum can read a file anywhere.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -80,9 +80,61 @@ pub fn read_observations(text: &str) -> (Vec<Observation>, usize) {
     (out, skipped)
 }
 
+/// Where a change of `path`'s folder entry happens (an [`Observation::Entry`]): its folder made
+/// real, and its own name. A link there is the entry itself and is never followed: `unlink`,
+/// `rename` onto it and `symlink` change the folder the link is in, not its target's.
+pub fn entry_path(path: &Path) -> Option<PathBuf> {
+    let parent = fs_err::canonicalize(path.parent()?).ok()?;
+    Some(parent.join(path.file_name()?))
+}
+
+/// What an open of `path` reaches, made real: the file a link there points to (the path Landlock
+/// checks), also when that does not exist (an `O_CREAT` through a dangling link creates its
+/// target); `path`'s own entry when nothing is there. `None` when its folder does not exist or
+/// the links loop.
+pub fn opened_path(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = fs_err::canonicalize(path) {
+        return Some(real);
+    }
+    let mut at = entry_path(path)?;
+    // As many links as the kernel follows (`MAXSYMLINKS`).
+    for _ in 0..40 {
+        match fs_err::read_link(&at) {
+            Ok(target) => at = entry_path(&at.parent()?.join(target))?,
+            Err(_) => return Some(at),
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_is_never_followed_and_an_open_always_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(dir.path()).unwrap();
+        fs_err::create_dir_all(root.join("data")).unwrap();
+        fs_err::create_dir_all(root.join("links")).unwrap();
+        fs_err::write(root.join("data/f"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("data/f"), root.join("links/to-f")).unwrap();
+        std::os::unix::fs::symlink("../data/new", root.join("links/dangling")).unwrap();
+        std::os::unix::fs::symlink("loop", root.join("links/loop")).unwrap();
+        let via = root.join("links/../links/to-f");
+        assert_eq!(entry_path(&via), Some(root.join("links/to-f")));
+        assert_eq!(opened_path(&via), Some(root.join("data/f")));
+        assert_eq!(
+            opened_path(&root.join("links/dangling")),
+            Some(root.join("data/new"))
+        );
+        assert_eq!(
+            opened_path(&root.join("links/gone")),
+            Some(root.join("links/gone"))
+        );
+        assert_eq!(opened_path(&root.join("links/loop")), None);
+        assert_eq!(opened_path(&root.join("nowhere/f")), None);
+    }
 
     #[test]
     fn observation_lines_round_trip() {

@@ -4,7 +4,8 @@
 //! `mcpsum sandbox suggest` proposes a policy (the key warned about and left out); the
 //! proposal is locked in and the same calls then work through the sandboxed proxy while what
 //! the server never touched stays out of reach. `sandbox test` notes what a policy would
-//! refuse of what was observed.
+//! refuse of what was observed. A link the server makes, removes or renames onto grants its own
+//! folder, never its target's, and `~/.local/bin` is never proposed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -879,6 +880,100 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
             let a = escape_call(&mut s, "read", json!({"path": p}));
             assert_eq!(a["ok"], json!(false), "{ctx}: `{p}` is out of reach: {a}");
         }
+    }
+}
+
+/// Links: what the server does to a link (`ln -s`, `rm`, `ln -sf`, which renames a new link
+/// onto it) grants the link's own folder, never its target's; a file appended to through a link
+/// grants that file (what the sandbox checks). A program it puts in `~/.local/bin` is warned
+/// about and never proposed, and `sandbox test` then notes that the policy refuses it.
+#[test]
+fn links_grant_their_own_folder_and_code_folders_are_never_proposed() {
+    for uid in users() {
+        let w = Sbx::new(uid);
+        layout(&w);
+        for d in ["data/tmpl", "data/target", "data/other", "home/.local/bin"] {
+            std::fs::create_dir_all(w.p(d)).unwrap();
+        }
+        std::fs::write(w.p("data/target/f"), "").unwrap();
+        std::fs::write(w.p("data/other/g"), "").unwrap();
+        std::os::unix::fs::symlink(w.p("data/target/f"), w.p("data/out/through")).unwrap();
+        w.chown();
+        let ctx = format!("uid {uid}");
+        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
+        let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
+        if let Some(why) = kernel_lacks(&r) {
+            return skip(&why);
+        }
+        r.code(0);
+        let (f, g, lnk) = (
+            w.s("data/target/f"),
+            w.s("data/other/g"),
+            w.s("data/tmpl/lnk"),
+        );
+        let sh = |script: String| json!({"argv": ["/bin/sh", "-c", script]});
+        let links = sh(format!(
+            "ln -s {f} {lnk} && rm {lnk} && ln -s {f} {lnk} && ln -sf {g} {lnk}"
+        ));
+        let through = sh(format!("echo x >> {}", w.s("data/out/through")));
+        let tool = sh(format!("touch {}", w.s("home/.local/bin/tool")));
+        let mut s = session(
+            w.command(&["proxy", "--name", "learn", "--learn"]),
+            w.p("learn.stderr"),
+        );
+        for args in [&links, &through, &tool] {
+            let a = escape_call(&mut s, "run", args.clone());
+            assert_eq!(a["value"]["status"], json!(0), "{ctx}: {args}: {a}");
+        }
+        drop(s);
+
+        let r = w.run(&["sandbox", "suggest", "--name", "learn", "--json"]);
+        r.code(0);
+        let proposal: Value = serde_json::from_str(&r.stdout).unwrap();
+        let write = strings(&proposal["filesystem"]["write"]);
+        assert_eq!(
+            write,
+            [w.s("data/target/f"), w.s("data/tmpl")],
+            "{ctx}: the link's folder, the file written through a link, nothing of `~/.local/bin`: {proposal}"
+        );
+        assert!(
+            r.stderr.contains("outside any sandbox") && r.stderr.contains(".local/bin"),
+            "{ctx}: {}",
+            r.stderr
+        );
+
+        w.run(&w.lock_args("learn", &proposal, &[], &learn_argv()))
+            .code(0);
+        let t = w.run(&["sandbox", "test", "--name", "learn"]);
+        assert!(
+            t.stdout.contains(".local/bin") && t.stdout.contains("`tool`"),
+            "{ctx}: the note names what the policy refuses: {}",
+            t.stdout
+        );
+        let note = t.stdout.split("learn mode:").nth(1).unwrap_or_default();
+        assert!(
+            note.contains("refuse 1 thing") && !note.contains("tmpl"),
+            "{ctx}: {note}"
+        );
+        let mut s = session(w.command(&["proxy", "--name", "learn"]), w.p("sbx.stderr"));
+        let a = escape_call(&mut s, "run", sh(format!("ln -sf {f} {lnk}")));
+        assert_eq!(a["value"]["status"], json!(0), "{ctx}: {a}");
+        let a = escape_call(&mut s, "run", through.clone());
+        assert_eq!(a["value"]["status"], json!(0), "{ctx}: {a}");
+        let a = escape_call(
+            &mut s,
+            "run",
+            sh(format!("touch {}", w.s("data/other/new"))),
+        );
+        assert_ne!(
+            a["value"]["status"],
+            json!(0),
+            "{ctx}: the links' targets' folders stay closed: {a}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.p("data/target/f")).unwrap(),
+            "x\nx\n"
+        );
     }
 }
 
