@@ -1574,10 +1574,20 @@ fn sign_reports_whether_the_agent_or_the_key_file_signed() {
         let r = sign(&key.public_path(), None);
         r.code(0).stderr_has(&[
             &format!("with the private key `{private}`"),
-            "no `ssh-agent` is running",
+            "(no `ssh-agent` is running: `SSH_AUTH_SOCK` is not set)",
             &key.fingerprint(),
         ]);
         assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
+        // A socket that is not there: said so, without the system's error text.
+        let gone = w.path().join("gone.sock");
+        let r = sign(&key.public_path(), Some(&gone));
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            &format!("(the agent socket `{}` does not exist)", gone.display()),
+        ]);
+        assert!(!r.stderr.contains("os error"), "{}", r.stderr);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
         // An agent that does not hold it.
         let agent = agent(&w, &format!("empty_{kind}"));
         let r = sign(&key.public_path(), Some(&agent.sock));
@@ -1613,11 +1623,25 @@ fn sign_reports_whether_the_agent_or_the_key_file_signed() {
         drop(agent);
         let r = sign(&key.public_path(), None);
         r.code(2).stderr_has(&[
-            "no `ssh-agent` is running",
+            "no `ssh-agent` is running: `SSH_AUTH_SOCK` is not set, and there is",
             &format!("no private key `{private}`"),
             "ssh-add",
         ]);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
     }
+}
+
+/// Whether `text` has a parenthesis inside another.
+fn nested_parentheses(text: &str) -> bool {
+    let mut depth = 0_i32;
+    text.chars().any(|c| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        depth > 1
+    })
 }
 
 /// Every command that writes a signed lockfile warns once, and the same way, that the signature
