@@ -1389,6 +1389,80 @@ fn a_junk_signature_file_is_refused_in_plain_words() {
     }
 }
 
+/// A private key put where the signature belongs (`mcp.lock.sig` holding the signing key
+/// itself): the refusal says so and that the key must be treated as leaked, and prints none of
+/// the file, in the text and the JSON, with and without an anchor.
+#[test]
+fn a_private_key_in_place_of_the_signature_is_called_leaked() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let secret = std::fs::read_to_string(&key.private).unwrap();
+    let pkcs8 = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n-----END PRIVATE KEY-----\n";
+    // Behind a line of other text, too.
+    for text in [secret.clone(), pkcs8.to_owned(), format!("oops\n{secret}")] {
+        std::fs::write(sig_file(&w), &text).unwrap();
+        let r = run_with(&w, &anchor, &["verify"]);
+        r.code(2).stderr_has(&[
+            "`mcp.lock.sig` holds a private key where the signature belongs",
+            "treat it as leaked",
+            "make a new key",
+            "git's history",
+            "mcpsum sign",
+        ]);
+        let json = run_with(&w, &anchor, &["verify", "--json"]);
+        assert_eq!(json.json()["signature"]["state"], "unreadable");
+        let bare = w.run(&["verify"]);
+        bare.code(0).stdout_has(&["holds a private key", "leaked"]);
+        for out in [
+            &r.stderr,
+            &r.stdout,
+            &json.stdout,
+            &json.stderr,
+            &bare.stdout,
+            &bare.stderr,
+        ] {
+            for line in text.lines().filter(|l| l.len() > 8) {
+                assert!(!out.contains(line), "`{line}` printed: {out}");
+            }
+            assert!(!out.contains("PRIVATE KEY-----"), "{out}");
+        }
+    }
+}
+
+/// The hints of a refused signature name the lockfile and its signature as they are called
+/// (`--lockfile other.lock`: `other.lock.sig`), not `mcp.lock`.
+#[test]
+fn signature_hints_name_the_real_lockfile() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let other = w.path().join("other.lock");
+    std::fs::copy(w.lockfile(), &other).unwrap();
+    let run = || {
+        crate::support::Run::from_output(
+            w.bare_cmd()
+                .arg("--lockfile")
+                .arg(&other)
+                .args(["--allowed-signers", anchor.to_str().unwrap(), "verify"])
+                .output()
+                .unwrap(),
+        )
+    };
+    // Unsigned, then junk where the signature belongs.
+    let r = run();
+    r.code(2)
+        .stderr_has(&["no `other.lock.sig` beside it", "commit `other.lock.sig`"]);
+    assert!(!r.stderr.contains("mcp.lock"), "{}", r.stderr);
+    std::fs::write(w.path().join("other.lock.sig"), "not a signature\n").unwrap();
+    let r = run();
+    r.code(2)
+        .stderr_has(&["-f KEY other.lock`", "commit `other.lock.sig`"]);
+    assert!(!r.stderr.contains("mcp.lock"), "{}", r.stderr);
+}
+
 /// A certificate its RSA CA signed with `ssh-rsa` (SHA-1, `ssh-keygen -s CA -t ssh-rsa`):
 /// `ssh-keygen -Y verify` (OpenSSH 9.2) still accepts it; mcpsum refuses it, saying that SHA-1
 /// is why and how to have it issued again. `mcpsum sign` with it refuses the same way.
