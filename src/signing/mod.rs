@@ -185,10 +185,7 @@ impl Trust {
                     path.display(),
                     source.how()
                 ))
-                .cause(
-                    std::error::Error::source(&e)
-                        .map_or_else(|| e.to_string(), ToString::to_string),
-                )
+                .cause(crate::fsutil::without_path(&e, &path))
                 .hint(match source {
                     Source::Flag => {
                         "pass an existing allowed-signers file to `--allowed-signers`".to_owned()

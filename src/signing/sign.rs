@@ -100,7 +100,7 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
         Key::File(path) => {
             let text = fs_err::read_to_string(path).map_err(|e| {
                 Error::new(format!("cannot read the key `{}`", path.display()))
-                    .cause(std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string))
+                    .cause(crate::fsutil::without_path(&e, path))
                     .hint("pass a private key file, or a public key file whose key is in `ssh-agent`, to `--key`")
             })?;
             match PrivateKey::from_openssh(&text) {

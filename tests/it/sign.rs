@@ -233,7 +233,8 @@ fn agent(w: &World, name: &str) -> Agent {
         .spawn()
         .expect("start ssh-agent");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !sock.exists() {
+    // Until it listens: the socket exists from its bind, a moment before.
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
         assert!(
             std::time::Instant::now() < deadline,
             "ssh-agent did not start"
@@ -530,9 +531,16 @@ fn a_bad_allowed_signers_file_fails_closed_naming_each_line() {
     ]);
     // A file named by the flag or the variable must exist.
     let missing = w.path().join("nope");
-    run_with(&w, &missing, &["show"])
-        .code(2)
+    let r = run_with(&w, &missing, &["show"]);
+    r.code(2)
         .stderr_has(&["cannot read the allowed signers", "--allowed-signers"]);
+    // The path once: the cause does not name it again.
+    let named = format!("`{}`", missing.display());
+    assert_eq!(r.stderr.matches(&named).count(), 1, "{}", r.stderr);
+    // Nor for a key file that is not there.
+    let r = w.run(&["sign", "--key", missing.to_str().unwrap()]);
+    r.code(2).stderr_has(&["cannot read the key"]);
+    assert_eq!(r.stderr.matches(&named).count(), 1, "{}", r.stderr);
     let r = w
         .cmd()
         .env("MCPSUM_ALLOWED_SIGNERS", &missing)
