@@ -142,7 +142,8 @@ impl AuditLog {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| {
-                Error::new(format!("cannot open the audit log `{}`", path.display()))
+                // fs-err's error names the path.
+                Error::new("cannot open the audit log")
                     .cause(e)
                     .hint("the audit log must be writable before any server starts; check the state directory (`MCPSUM_STATE_DIR`)")
             })?

@@ -42,6 +42,18 @@ fn link_refused(path: &Path) -> std::io::Error {
     ))
 }
 
+/// What went wrong in `e`, an error of an `fs_err` call on `path`, without the path it names
+/// (`failed to open file `PATH`: CAUSE` gives CAUSE), for a message that names the file itself;
+/// all of it when it is worded otherwise.
+pub fn without_path(e: &std::io::Error, path: &Path) -> String {
+    let text = e.to_string();
+    let named = format!("`{}`: ", path.display());
+    match text.find(&named) {
+        Some(at) => text[at + named.len()..].to_owned(),
+        None => text,
+    }
+}
+
 /// Replaces `path` with `bytes` atomically (see the module docs).
 pub fn replace(path: &Path, bytes: &[u8], opts: Replace<'_>) -> std::io::Result<()> {
     replace_with(path, bytes, opts, |_| Ok(()))

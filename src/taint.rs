@@ -272,8 +272,20 @@ impl SessionStore {
     }
 }
 
+/// The session's lock file, open and locked. Its error names the file but not its directory,
+/// which callers name (`cannot open the taint state ... in DIR`).
 fn lock_file(path: &Path) -> std::io::Result<File> {
     use fs_err::os::unix::fs::OpenOptionsExt;
+    let named = |e: std::io::Error| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot open its lock file `{name}`: {}",
+                crate::fsutil::without_path(&e, path)
+            ),
+        )
+    };
     // A link planted in its place is not followed.
     let f = fs_err::OpenOptions::new()
         .create(true)
@@ -281,8 +293,9 @@ fn lock_file(path: &Path) -> std::io::Result<File> {
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    f.lock()?;
+        .open(path)
+        .map_err(named)?;
+    f.lock().map_err(named)?;
     Ok(f.into_file())
 }
 
@@ -778,6 +791,34 @@ pub fn suggest(entry: &ServerEntry) -> (Value, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link planted as the lock file is not followed; the error names the file once, and not
+    /// its directory, which the proxy's message names.
+    #[test]
+    fn a_planted_lock_link_is_refused_naming_the_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = Session {
+            id: "3-4".into(),
+            client_pid: 3,
+            client_start: 4,
+            chain: Vec::new(),
+        };
+        let mut store = SessionStore::open(dir.path(), &session).unwrap();
+        let victim = dir.path().join("victim");
+        fs_err::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, taint_dir(dir.path()).join("3-4.lock")).unwrap();
+        let e = store.update(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot open its lock file `3-4.lock`: "),
+            "{e}"
+        );
+        assert!(
+            !e.contains(&taint_dir(dir.path()).display().to_string()),
+            "{e}"
+        );
+        assert_eq!(e.matches("3-4.lock").count(), 1, "{e}");
+        assert_eq!(fs_err::read_to_string(&victim).unwrap(), "keep");
+    }
 
     /// Another proxy's write is seen even when it leaves the file's time and size as they were
     /// (a write is a rename, so the file is a new one): a cache keyed on time and size alone

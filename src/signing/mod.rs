@@ -185,10 +185,7 @@ impl Trust {
                     path.display(),
                     source.how()
                 ))
-                .cause(
-                    std::error::Error::source(&e)
-                        .map_or_else(|| e.to_string(), ToString::to_string),
-                )
+                .cause(crate::fsutil::without_path(&e, &path))
                 .hint(match source {
                     Source::Flag => {
                         "pass an existing allowed-signers file to `--allowed-signers`".to_owned()
@@ -640,8 +637,6 @@ fn invalid(reason: Reason, signer: Option<Signer>, detail: String, hint: &str) -
     }
 }
 
-const SIGN_HINT: &str = "have a signer listed in ALLOWED_SIGNERS review it and run `mcpsum sign`, then commit `mcp.lock.sig`";
-
 /// The verdict on `sig_file` over `bytes`, in ssh-keygen's order: the signature must read, be
 /// for namespace `mcpsum` and match the bytes; then a line of the anchor must list its key,
 /// allow the namespace and be valid `now` (SSHSIG carries no time: `valid-before` is checked
@@ -652,6 +647,11 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
         || sig_file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
+    // The lockfile's name: the signature's without `.sig` (`sig_path`).
+    let lock = shown.strip_suffix(".sig").unwrap_or("mcp.lock");
+    let sign_hint = format!(
+        "have a signer listed in ALLOWED_SIGNERS review it and run `mcpsum sign`, then commit `{shown}`"
+    );
     let text = match fs_err::read(sig_file) {
         Ok(t) => t,
         Err(e)
@@ -661,7 +661,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 Reason::Unsigned,
                 None,
                 format!("it is not signed (there is no `{shown}` beside it)"),
-                SIGN_HINT,
+                &sign_hint,
             );
         }
         Err(e) => {
@@ -675,6 +675,18 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
     };
     let sig = match sshsig::parse(&text) {
         Ok(s) => s,
+        Err(e) if e.private_key => {
+            return invalid(
+                Reason::Unreadable,
+                None,
+                format!(
+                    "`{shown}` holds a private key where the signature belongs: whoever could read the file has that key, so treat it as leaked"
+                ),
+                &format!(
+                    "make a new key and stop trusting the old one (take it out of ALLOWED_SIGNERS, `authorized_keys` and wherever else it is listed); delete `{shown}`, and if it was ever committed, remove it from git's history (e.g. `git filter-repo --invert-paths --path {shown}`) and have every clone fetch the rewritten history; then sign with the new key: `mcpsum sign --key NEW_KEY`"
+                ),
+            );
+        }
         Err(e) if e.junk => {
             return invalid(
                 Reason::Unreadable,
@@ -683,7 +695,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                     "`{shown}` is not an SSH signature: it {e}; expected an armored `-----BEGIN SSH SIGNATURE-----` block, as `mcpsum sign` and `ssh-keygen -Y sign -n {NAMESPACE}` write"
                 ),
                 &format!(
-                    "make it again: have a signer listed in ALLOWED_SIGNERS review the lockfile and run `mcpsum sign` (or `ssh-keygen -Y sign -n {NAMESPACE} -f KEY mcp.lock`), then commit `mcp.lock.sig`"
+                    "make it again: have a signer listed in ALLOWED_SIGNERS review the lockfile and run `mcpsum sign` (or `ssh-keygen -Y sign -n {NAMESPACE} -f KEY {lock}`), then commit `{shown}`"
                 ),
             );
         }
@@ -694,7 +706,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 format!("`{shown}` is an SSH signature mcpsum does not accept: it {e}"),
                 &e.hint
                     .clone()
-                    .unwrap_or_else(|| format!("sign it again: {SIGN_HINT}")),
+                    .unwrap_or_else(|| format!("sign it again: {sign_hint}")),
             );
         }
     };
@@ -709,7 +721,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 crate::text::sanitize_line(&sig.namespace)
             ),
             &format!(
-                "a signature made for another purpose does not sign the lockfile: {SIGN_HINT} (it signs for namespace `{NAMESPACE}`, as `ssh-keygen -Y sign -n {NAMESPACE}` does)"
+                "a signature made for another purpose does not sign the lockfile: {sign_hint} (it signs for namespace `{NAMESPACE}`, as `ssh-keygen -Y sign -n {NAMESPACE}` does)"
             ),
         );
     }
@@ -719,7 +731,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
             Some(signer.clone()),
             format!("`{shown}` (by {}) is made with {why}", signer.describe()),
             &format!(
-                "sign it again with an Ed25519, ECDSA or RSA key of 2048 bits or more: {SIGN_HINT}"
+                "sign it again with an Ed25519, ECDSA or RSA key of 2048 bits or more: {sign_hint}"
             ),
         );
     }
@@ -733,7 +745,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 signer.describe()
             ),
             &format!(
-                "review what changed since the signature (`git log -p` on both files); if the change is expected, {SIGN_HINT}"
+                "review what changed since the signature (`git log -p` on both files); if the change is expected, {sign_hint}"
             ),
         );
     }
@@ -761,7 +773,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
         .or_else(|| refused.first())
     else {
         if let SigKey::Cert(cert) = &sig.key {
-            return untrusted_certificate(cert, signer, anchor);
+            return untrusted_certificate(cert, signer, anchor, &sign_hint);
         }
         return invalid(
             Reason::UnknownKey,
@@ -772,7 +784,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 anchor.path.display()
             ),
             &format!(
-                "if you trust that key, add a line for it to ALLOWED_SIGNERS (`PRINCIPAL namespaces=\"{NAMESPACE}\" KEYTYPE BASE64`, the public key from `ssh-keygen -y`); otherwise {SIGN_HINT}"
+                "if you trust that key, add a line for it to ALLOWED_SIGNERS (`PRINCIPAL namespaces=\"{NAMESPACE}\" KEYTYPE BASE64`, the public key from `ssh-keygen -y`); otherwise {sign_hint}"
             ),
         );
     };
@@ -794,7 +806,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 place(entry)
             ),
             &format!(
-                "sign with a user certificate (`ssh-keygen -s CA_KEY -I ID -n PRINCIPAL KEY.pub`, without `-h`), or {SIGN_HINT}"
+                "sign with a user certificate (`ssh-keygen -s CA_KEY -I ID -n PRINCIPAL KEY.pub`, without `-h`), or {sign_hint}"
             ),
         ),
         allowed::Refusal::CertNotYetValid(t) => invalid(
@@ -806,7 +818,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 rfc3339(i64::try_from(*t).unwrap_or(i64::MAX))
             ),
             &format!(
-                "wait until then, or have the CA issue a certificate valid now and sign again; or {SIGN_HINT}"
+                "wait until then, or have the CA issue a certificate valid now and sign again; or {sign_hint}"
             ),
         ),
         allowed::Refusal::CertExpired(t) => invalid(
@@ -818,7 +830,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 rfc3339(i64::try_from(*t).unwrap_or(i64::MAX))
             ),
             &format!(
-                "have the CA issue a new certificate (`ssh-keygen -s CA_KEY -V ...`) and sign again; or {SIGN_HINT}"
+                "have the CA issue a new certificate (`ssh-keygen -s CA_KEY -V ...`) and sign again; or {sign_hint}"
             ),
         ),
         allowed::Refusal::CertNoPrincipals => invalid(
@@ -829,7 +841,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 place(entry)
             ),
             &format!(
-                "have the CA certify the signer's principal (`ssh-keygen -s CA_KEY -n PRINCIPAL`) and sign again; or {SIGN_HINT}"
+                "have the CA certify the signer's principal (`ssh-keygen -s CA_KEY -n PRINCIPAL`) and sign again; or {sign_hint}"
             ),
         ),
         allowed::Refusal::CertPrincipal(names) => invalid(
@@ -842,7 +854,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 crate::text::sanitize_line(&entry.principals)
             ),
             &format!(
-                "have the CA certify a principal that line allows (`ssh-keygen -s CA_KEY -n PRINCIPAL`), or add the principal to that line in ALLOWED_SIGNERS; or {SIGN_HINT}"
+                "have the CA certify a principal that line allows (`ssh-keygen -s CA_KEY -n PRINCIPAL`), or add the principal to that line in ALLOWED_SIGNERS; or {sign_hint}"
             ),
         ),
         allowed::Refusal::CertAuthority => invalid(
@@ -853,7 +865,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 who.describe(),
                 place(entry)
             ),
-            &format!("list the key without `cert-authority` in ALLOWED_SIGNERS, or {SIGN_HINT}"),
+            &format!("list the key without `cert-authority` in ALLOWED_SIGNERS, or {sign_hint}"),
         ),
         allowed::Refusal::Namespace(ns) => invalid(
             Reason::WrongNamespace,
@@ -865,7 +877,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 place(entry)
             ),
             &format!(
-                "add `{NAMESPACE}` to that line's `namespaces=` in ALLOWED_SIGNERS if the key may sign lockfiles, or {SIGN_HINT}"
+                "add `{NAMESPACE}` to that line's `namespaces=` in ALLOWED_SIGNERS if the key may sign lockfiles, or {sign_hint}"
             ),
         ),
         allowed::Refusal::Expired(t) => invalid(
@@ -878,7 +890,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 place(entry)
             ),
             &format!(
-                "renew the key's `valid-before` in ALLOWED_SIGNERS if it may still sign, or {SIGN_HINT}"
+                "renew the key's `valid-before` in ALLOWED_SIGNERS if it may still sign, or {sign_hint}"
             ),
         ),
         allowed::Refusal::NotYetValid(t) => invalid(
@@ -891,7 +903,7 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
                 place(entry)
             ),
             &format!(
-                "wait until then, correct the `valid-after` in ALLOWED_SIGNERS, or {SIGN_HINT}"
+                "wait until then, correct the `valid-after` in ALLOWED_SIGNERS, or {sign_hint}"
             ),
         ),
     }
@@ -900,7 +912,12 @@ fn judge(sig_file: &Path, bytes: &[u8], anchor: Option<&Anchor>, now: i64) -> St
 /// A signature made with a certificate that no `cert-authority` line of the anchor accepts or
 /// refuses: its CA is not listed as one. A line naming its subject key, or its CA key, without
 /// `cert-authority` does not accept it (as ssh-keygen does not): the message says so.
-fn untrusted_certificate(cert: &sshsig::Cert, signer: Signer, anchor: &Anchor) -> State {
+fn untrusted_certificate(
+    cert: &sshsig::Cert,
+    signer: Signer,
+    anchor: &Anchor,
+    sign_hint: &str,
+) -> State {
     let ca = cert.signature_key().fingerprint(HashAlg::Sha256);
     let id = signer
         .certificate
@@ -920,7 +937,7 @@ fn untrusted_certificate(cert: &sshsig::Cert, signer: Signer, anchor: &Anchor) -
                 place(e)
             ),
             format!(
-                "sign with the plain key (`mcpsum sign --key KEY`, not its `-cert.pub`), or add `PRINCIPALS cert-authority CA_KEY` to ALLOWED_SIGNERS if you trust its CA; or {SIGN_HINT}"
+                "sign with the plain key (`mcpsum sign --key KEY`, not its `-cert.pub`), or add `PRINCIPALS cert-authority CA_KEY` to ALLOWED_SIGNERS if you trust its CA; or {sign_hint}"
             ),
         )
     } else if let Some(e) = plain(cert.signature_key()) {
@@ -930,7 +947,7 @@ fn untrusted_certificate(cert: &sshsig::Cert, signer: Signer, anchor: &Anchor) -
                 place(e)
             ),
             format!(
-                "add `cert-authority` to that line's options in ALLOWED_SIGNERS if the CA may vouch for signers; or {SIGN_HINT}"
+                "add `cert-authority` to that line's options in ALLOWED_SIGNERS if the CA may vouch for signers; or {sign_hint}"
             ),
         )
     } else {
@@ -940,7 +957,7 @@ fn untrusted_certificate(cert: &sshsig::Cert, signer: Signer, anchor: &Anchor) -
                 anchor.path.display()
             ),
             format!(
-                "if you trust that CA, add `PRINCIPALS cert-authority KEYTYPE BASE64` (the CA's public key) to ALLOWED_SIGNERS; otherwise {SIGN_HINT}"
+                "if you trust that CA, add `PRINCIPALS cert-authority KEYTYPE BASE64` (the CA's public key) to ALLOWED_SIGNERS; otherwise {sign_hint}"
             ),
         )
     };

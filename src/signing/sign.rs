@@ -1,9 +1,9 @@
 //! Making a lockfile signature. An unencrypted Ed25519 or ECDSA private key file signs in-process
 //! with the `ssh-key` crate: no other program runs, nothing leaves the process. Everything else
 //! goes through `ssh-keygen -Y sign`, the reference implementation, which already knows how to
-//! ask for a passphrase, use the running `ssh-agent` for a public key, or sign with RSA
-//! (`rsa-sha2-512`): the crate cannot sign with RSA (RustCrypto/SSH issue 387), and an agent
-//! client would be a second protocol implementation for what `ssh-keygen` does in one call.
+//! ask for a passphrase, have the running `ssh-agent` sign, or sign with RSA (`rsa-sha2-512`):
+//! the crate cannot sign with RSA (RustCrypto/SSH issue 387), and `agent` asks the agent only
+//! which keys it holds, leaving the signing request to `ssh-keygen`.
 //! Which of the agent and a key file signs is decided here, not left to `ssh-keygen` (which
 //! prefers the agent and falls back to the file silently): the agent is asked whether it holds
 //! the key (`agent`), and `ssh-keygen` is then held to that one, so `sign` says what signed.
@@ -76,12 +76,12 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
                 .map_err(|e| Error::new("cannot encode git's `user.signingkey`").cause(e))?;
             // Only the agent can sign for a key given as text: there is no file beside it.
             let sock = match agent::holds(&blob) {
-                agent::Holds::Yes(sock) => sock,
-                other => {
+                Ok(sock) => sock,
+                Err(not) => {
                     return Err(Error::new(format!(
-                        "cannot sign with git's `user.signingkey` ({}): {}",
+                        "cannot sign with git's `user.signingkey`, {}: {}",
                         super::Signer::of(public.key_data()).describe(),
-                        other.why_not()
+                        not.why_not()
                     ))
                     .hint("add its private key to the agent (`ssh-add KEY`), or pass the private key file to `--key`"));
                 }
@@ -100,7 +100,7 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
         Key::File(path) => {
             let text = fs_err::read_to_string(path).map_err(|e| {
                 Error::new(format!("cannot read the key `{}`", path.display()))
-                    .cause(std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string))
+                    .cause(crate::fsutil::without_path(&e, path))
                     .hint("pass a private key file, or a public key file whose key is in `ssh-agent`, to `--key`")
             })?;
             match PrivateKey::from_openssh(&text) {
@@ -120,26 +120,18 @@ pub fn sign(bytes: &[u8], key: &Key) -> Result<Signed> {
                 Ok(private) => {
                     let public = private.public_key().clone();
                     let blob = public.to_bytes().ok();
-                    let (pem, method) = through_ssh_keygen(
-                        bytes,
-                        path,
-                        blob.as_deref(),
-                        Some(path.clone()),
-                        false,
-                    )?;
+                    let (pem, method) = private_through_ssh_keygen(bytes, path, blob.as_deref())?;
                     (pem, Some(public), method)
                 }
                 Err(_) => match agent::file_blob(&text) {
                     // A public key or a certificate: the agent, else the private key beside it.
                     Some(blob) => {
-                        let (pem, method) =
-                            through_ssh_keygen(bytes, path, Some(&blob), beside(path), true)?;
+                        let (pem, method) = public_through_ssh_keygen(bytes, path, &blob)?;
                         (pem, parse_public(&text).ok(), method)
                     }
                     // A PEM or PKCS#8 private key: ssh-keygen reads those too.
                     None => {
-                        let (pem, method) =
-                            through_ssh_keygen(bytes, path, None, Some(path.clone()), false)?;
+                        let (pem, method) = private_through_ssh_keygen(bytes, path, None)?;
                         (pem, None, method)
                     }
                 },
@@ -205,30 +197,42 @@ enum Via {
     File,
 }
 
-/// Signs through `ssh-keygen` with the agent when it holds the key whose blob is `blob`, else
-/// with the private key file `private`, and says which. `public_given`: `key` is a public key
-/// or certificate file, so a missing private half is the caller's to hear about.
-fn through_ssh_keygen(
+/// Signs through `ssh-keygen` for the private key file `key`: by the agent when it holds the key
+/// whose blob is `blob` (as `ssh-keygen` prefers it), else with the file itself.
+fn private_through_ssh_keygen(
     bytes: &[u8],
     key: &Path,
     blob: Option<&[u8]>,
-    private: Option<PathBuf>,
-    public_given: bool,
 ) -> Result<(String, Method)> {
-    let holds = blob.map(agent::holds);
-    if let Some(agent::Holds::Yes(sock)) = holds {
+    if let Some(Ok(sock)) = blob.map(agent::holds) {
         return Ok((ssh_keygen(bytes, key, Via::Agent)?, Method::Agent(sock)));
     }
-    let why = holds.as_ref().map(agent::Holds::why_not);
-    let Some(private) = private.filter(|p| p.symlink_metadata().is_ok()) else {
+    let pem = ssh_keygen(bytes, key, Via::File)?;
+    Ok((
+        pem,
+        Method::KeyFile {
+            private: key.to_owned(),
+            not_agent: None,
+        },
+    ))
+}
+
+/// Signs through `ssh-keygen` for the public key or certificate file `key` (whose blob is
+/// `blob`): by the agent when it holds it, else with the private key beside it; says which,
+/// and for the file why not the agent.
+fn public_through_ssh_keygen(bytes: &[u8], key: &Path, blob: &[u8]) -> Result<(String, Method)> {
+    let not = match agent::holds(blob) {
+        Ok(sock) => return Ok((ssh_keygen(bytes, key, Via::Agent)?, Method::Agent(sock))),
+        Err(not) => not.why_not(),
+    };
+    let Some(private) = beside(key).filter(|p| p.symlink_metadata().is_ok()) else {
         let beside = beside(key).map_or_else(
             || "no private key beside it (named as it is without `.pub`)".to_owned(),
             |p| format!("no private key `{}` beside it", p.display()),
         );
         return Err(Error::new(format!(
-            "cannot sign with `{}`: {}, and there is {beside}",
+            "cannot sign with `{}`: {not}, and there is {beside}",
             key.display(),
-            why.unwrap_or_else(|| "the agent cannot be asked for it".to_owned()),
         ))
         .hint("add the key to the agent (`ssh-add PRIVATE_KEY`) and sign again, or pass the private key file to `--key`"));
     };
@@ -237,7 +241,7 @@ fn through_ssh_keygen(
         pem,
         Method::KeyFile {
             private,
-            not_agent: why.filter(|_| public_given),
+            not_agent: Some(not),
         },
     ))
 }
@@ -254,7 +258,8 @@ fn beside(public: &Path) -> Option<PathBuf> {
 }
 
 /// `ssh-keygen -Y sign -n mcpsum -f KEY` with the bytes on stdin: the signature comes back on
-/// stdout. It reads a passphrase from the terminal itself, and uses the agent for a public key.
+/// stdout. It reads a passphrase from the terminal itself; `via` says which of the agent and the
+/// private key file it may sign with.
 fn ssh_keygen(bytes: &[u8], key: &Path, via: Via) -> Result<String> {
     let mut command = std::process::Command::new("ssh-keygen");
     command.args(["-Y", "sign", "-n", NAMESPACE, "-O", "hashalg=sha256"]);

@@ -147,6 +147,9 @@ pub struct ParseError {
     pub junk: bool,
     /// What to do, when it is more than signing again.
     pub hint: Option<String>,
+    /// The file holds a private key (some `-----BEGIN ... PRIVATE KEY-----` armor): whoever can
+    /// read the file has the key. Nothing of it is said but that.
+    pub private_key: bool,
 }
 
 impl ParseError {
@@ -155,6 +158,7 @@ impl ParseError {
             what: what.into(),
             junk: true,
             hint: None,
+            private_key: false,
         }
     }
 
@@ -163,6 +167,7 @@ impl ParseError {
             what: what.into(),
             junk: false,
             hint: None,
+            private_key: false,
         }
     }
 }
@@ -181,6 +186,17 @@ fn dearmor(pem: &[u8]) -> Result<Vec<u8>, ParseError> {
     let Some(text) = std::str::from_utf8(pem).ok().filter(|t| !t.contains('\0')) else {
         return Err(ParseError::junk("holds binary data, not text"));
     };
+    // Anywhere in the file, before anything of it is quoted.
+    if text.lines().map(str::trim).any(|l| {
+        l.strip_prefix("-----BEGIN ")
+            .and_then(|l| l.strip_suffix("-----"))
+            .is_some_and(|label| label.ends_with("PRIVATE KEY"))
+    }) {
+        return Err(ParseError {
+            private_key: true,
+            ..ParseError::junk("holds a private key, not a signature")
+        });
+    }
     let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
         return Err(ParseError::junk("is empty"));
     };
@@ -371,6 +387,7 @@ fn certificate(blob: &[u8]) -> Result<Cert, ParseError> {
                 "have the CA issue the certificate again with SHA-512: `ssh-keygen -s CA_KEY -t rsa-sha2-512 -I {} -n PRINCIPALS KEY.pub` (OpenSSH 8.2 and later do so by default), then sign the lockfile with the new certificate (`mcpsum sign --key KEY-cert.pub`)",
                 crate::text::sanitize_line(&key_id)
             )),
+            private_key: false,
         });
     }
     let signature = Signature::try_from(ca_sig)
@@ -503,6 +520,13 @@ mod tests {
                 .unwrap_err()
                 .what
                 .contains("cut short or damaged")
+        );
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\n";
+        let e = parse(format!("text first\n{key}").as_bytes()).unwrap_err();
+        assert!(e.private_key && e.junk, "{e:?}");
+        assert!(
+            !e.what.contains("b3Bl") && !e.what.contains("OPENSSH"),
+            "{e:?}"
         );
     }
 }

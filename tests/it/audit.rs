@@ -846,7 +846,10 @@ fn a_state_directory_others_can_change_is_refused() {
     let victim = w.path().join("victim.txt");
     std::fs::write(&victim, "keep\n").unwrap();
     std::os::unix::fs::symlink(&victim, state.join("audit.jsonl")).unwrap();
-    proxy().code(2).stderr_has(&["cannot open the audit log"]);
+    let r = proxy();
+    r.code(2).stderr_has(&["cannot open the audit log"]);
+    // The path once: the message names it, the cause does not again.
+    assert_eq!(r.stderr.matches("audit.jsonl").count(), 1, "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
     std::fs::remove_file(state.join("audit.jsonl")).unwrap();
     proxy().code(0);

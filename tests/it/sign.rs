@@ -233,7 +233,8 @@ fn agent(w: &World, name: &str) -> Agent {
         .spawn()
         .expect("start ssh-agent");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !sock.exists() {
+    // Until it listens: the socket exists from its bind, a moment before.
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
         assert!(
             std::time::Instant::now() < deadline,
             "ssh-agent did not start"
@@ -530,9 +531,16 @@ fn a_bad_allowed_signers_file_fails_closed_naming_each_line() {
     ]);
     // A file named by the flag or the variable must exist.
     let missing = w.path().join("nope");
-    run_with(&w, &missing, &["show"])
-        .code(2)
+    let r = run_with(&w, &missing, &["show"]);
+    r.code(2)
         .stderr_has(&["cannot read the allowed signers", "--allowed-signers"]);
+    // The path once: the cause does not name it again.
+    let named = format!("`{}`", missing.display());
+    assert_eq!(r.stderr.matches(&named).count(), 1, "{}", r.stderr);
+    // Nor for a key file that is not there.
+    let r = w.run(&["sign", "--key", missing.to_str().unwrap()]);
+    r.code(2).stderr_has(&["cannot read the key"]);
+    assert_eq!(r.stderr.matches(&named).count(), 1, "{}", r.stderr);
     let r = w
         .cmd()
         .env("MCPSUM_ALLOWED_SIGNERS", &missing)
@@ -1389,6 +1397,80 @@ fn a_junk_signature_file_is_refused_in_plain_words() {
     }
 }
 
+/// A private key put where the signature belongs (`mcp.lock.sig` holding the signing key
+/// itself): the refusal says so and that the key must be treated as leaked, and prints none of
+/// the file, in the text and the JSON, with and without an anchor.
+#[test]
+fn a_private_key_in_place_of_the_signature_is_called_leaked() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let secret = std::fs::read_to_string(&key.private).unwrap();
+    let pkcs8 = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n-----END PRIVATE KEY-----\n";
+    // Behind a line of other text, too.
+    for text in [secret.clone(), pkcs8.to_owned(), format!("oops\n{secret}")] {
+        std::fs::write(sig_file(&w), &text).unwrap();
+        let r = run_with(&w, &anchor, &["verify"]);
+        r.code(2).stderr_has(&[
+            "`mcp.lock.sig` holds a private key where the signature belongs",
+            "treat it as leaked",
+            "make a new key",
+            "git's history",
+            "mcpsum sign",
+        ]);
+        let json = run_with(&w, &anchor, &["verify", "--json"]);
+        assert_eq!(json.json()["signature"]["state"], "unreadable");
+        let bare = w.run(&["verify"]);
+        bare.code(0).stdout_has(&["holds a private key", "leaked"]);
+        for out in [
+            &r.stderr,
+            &r.stdout,
+            &json.stdout,
+            &json.stderr,
+            &bare.stdout,
+            &bare.stderr,
+        ] {
+            for line in text.lines().filter(|l| l.len() > 8) {
+                assert!(!out.contains(line), "`{line}` printed: {out}");
+            }
+            assert!(!out.contains("PRIVATE KEY-----"), "{out}");
+        }
+    }
+}
+
+/// The hints of a refused signature name the lockfile and its signature as they are called
+/// (`--lockfile other.lock`: `other.lock.sig`), not `mcp.lock`.
+#[test]
+fn signature_hints_name_the_real_lockfile() {
+    let w = locked();
+    let key = keygen(&w, "k", "ed25519", None);
+    let anchor = w.path().join("allowed");
+    write_anchor(&anchor, &key.line("alice", ""));
+    let other = w.path().join("other.lock");
+    std::fs::copy(w.lockfile(), &other).unwrap();
+    let run = || {
+        crate::support::Run::from_output(
+            w.bare_cmd()
+                .arg("--lockfile")
+                .arg(&other)
+                .args(["--allowed-signers", anchor.to_str().unwrap(), "verify"])
+                .output()
+                .unwrap(),
+        )
+    };
+    // Unsigned, then junk where the signature belongs.
+    let r = run();
+    r.code(2)
+        .stderr_has(&["no `other.lock.sig` beside it", "commit `other.lock.sig`"]);
+    assert!(!r.stderr.contains("mcp.lock"), "{}", r.stderr);
+    std::fs::write(w.path().join("other.lock.sig"), "not a signature\n").unwrap();
+    let r = run();
+    r.code(2)
+        .stderr_has(&["-f KEY other.lock`", "commit `other.lock.sig`"]);
+    assert!(!r.stderr.contains("mcp.lock"), "{}", r.stderr);
+}
+
 /// A certificate its RSA CA signed with `ssh-rsa` (SHA-1, `ssh-keygen -s CA -t ssh-rsa`):
 /// `ssh-keygen -Y verify` (OpenSSH 9.2) still accepts it; mcpsum refuses it, saying that SHA-1
 /// is why and how to have it issued again. `mcpsum sign` with it refuses the same way.
@@ -1574,10 +1656,20 @@ fn sign_reports_whether_the_agent_or_the_key_file_signed() {
         let r = sign(&key.public_path(), None);
         r.code(0).stderr_has(&[
             &format!("with the private key `{private}`"),
-            "no `ssh-agent` is running",
+            "(no `ssh-agent` is running: `SSH_AUTH_SOCK` is not set)",
             &key.fingerprint(),
         ]);
         assert!(!r.stderr.contains("by `ssh-agent`"), "{}", r.stderr);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
+        // A socket that is not there: said so, without the system's error text.
+        let gone = w.path().join("gone.sock");
+        let r = sign(&key.public_path(), Some(&gone));
+        r.code(0).stderr_has(&[
+            &format!("with the private key `{private}`"),
+            &format!("(the agent socket `{}` does not exist)", gone.display()),
+        ]);
+        assert!(!r.stderr.contains("os error"), "{}", r.stderr);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
         // An agent that does not hold it.
         let agent = agent(&w, &format!("empty_{kind}"));
         let r = sign(&key.public_path(), Some(&agent.sock));
@@ -1613,11 +1705,25 @@ fn sign_reports_whether_the_agent_or_the_key_file_signed() {
         drop(agent);
         let r = sign(&key.public_path(), None);
         r.code(2).stderr_has(&[
-            "no `ssh-agent` is running",
+            "no `ssh-agent` is running: `SSH_AUTH_SOCK` is not set, and there is",
             &format!("no private key `{private}`"),
             "ssh-add",
         ]);
+        assert!(!nested_parentheses(&r.stderr), "{}", r.stderr);
     }
+}
+
+/// Whether `text` has a parenthesis inside another.
+fn nested_parentheses(text: &str) -> bool {
+    let mut depth = 0_i32;
+    text.chars().any(|c| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        depth > 1
+    })
 }
 
 /// Every command that writes a signed lockfile warns once, and the same way, that the signature
