@@ -1400,9 +1400,37 @@ fn an_npx_relock_keeps_the_pinned_versions_and_upgrade_takes_new_releases() {
     assert_eq!(version_of(&p.w.lock_json()), Some(json!("1.0.0")));
     assert_eq!(
         String::from_utf8(p.w.lock_bytes()).unwrap(),
-        String::from_utf8(pinned).unwrap(),
+        String::from_utf8(pinned.clone()).unwrap(),
         "the older pin is kept"
     );
+
+    // Unsigned under an allowed-signers file, the entry's closure keeps nothing: the command
+    // given is resolved as a new server's.
+    let key = p.w.path().join("key");
+    assert!(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let anchor = p.w.path().join("allowed_signers");
+    std::fs::write(&anchor, format!("alice {public}")).unwrap();
+    let anchor = anchor.display().to_string();
+    let r = Run::from_output(
+        p.cmd()
+            .args(["--allowed-signers", &anchor, "lock", "--name", "fixture"])
+            .args(["--", "npx", "-y", &spec])
+            .env("npm_config_registry", &registry)
+            .output()
+            .unwrap(),
+    );
+    r.code(0)
+        .stderr_has(&[&format!("~ {RELOCK_DEP} 1.0.0 → 1.1.0")]);
+    assert_eq!(version_of(&p.w.lock_json()), Some(json!("1.1.0")));
+    p.w.write_lock(&pinned);
 
     // `--upgrade` resolves afresh: the newest release the range allows.
     run(&["--upgrade"]).code(0).stderr_has(&[
