@@ -199,15 +199,13 @@ pub fn resolve(
         let resolved = v["resolved"].as_str().unwrap_or_default();
         let integrity = v["integrity"].as_str().unwrap_or_default();
         // A package kept from `keep` has no URL (its lock names none): it is the registry
-        // package of that name, version and integrity that was pinned before.
+        // package of that name, version and integrity that was pinned before (wherever npm
+        // places it in the tree now).
         let kept = resolved.is_empty()
             && keep.is_some_and(|k| {
-                k.packages.iter().any(|p| {
-                    p.name == pkg_name
-                        && p.version == version
-                        && p.hash == integrity
-                        && p.npm_path() == *key
-                })
+                k.packages
+                    .iter()
+                    .any(|p| p.name == pkg_name && p.version == version && p.hash == integrity)
             });
         if !kept && !resolved.starts_with("https://") && !resolved.starts_with("http://") {
             refused.push(format!("{here} comes from `{resolved}`, not a registry"));
