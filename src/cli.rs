@@ -53,7 +53,7 @@ pub enum Command {
     /// Start a server, read its whole surface and pin it in the lockfile.
     #[command(
         override_usage = "mcpsum lock [OPTIONS] --name <NAME> [-- <COMMAND>...]\n       mcpsum lock [OPTIONS] --all",
-        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it.\n\nExamples:\n  mcpsum lock --name time -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
+        after_help = "A `uvx` or `npx` command's whole dependency closure is pinned too (`artifacts`, with\nhashes), and every start runs the server from a hash-checked install of it. A re-lock keeps\nthose pins where they still satisfy the requirements, as `npm install` or `cargo` do with a\nlockfile; `--upgrade` takes the newest releases.\n\nExamples:\n  mcpsum lock --name time -- uvx mcp-server-time==2026.10.19\n  mcpsum lock --name time                          # re-lock with the recorded command\n  mcpsum lock --name time --upgrade                # re-lock, taking new dependency releases\n  mcpsum lock --all                                # re-lock every server, in parallel\n  mcpsum lock --name time --sandbox sandbox.json   # re-lock it, run under this sandbox policy"
     )]
     Lock(LockArgs),
     /// Remove servers from the lockfile.
@@ -382,6 +382,11 @@ pub struct LockArgs {
     /// Scripts run outside any sandbox; without this a package with one is refused.
     #[arg(long = "allow-install-scripts", value_name = "PKG")]
     pub allow_install_scripts: Vec<String>,
+    /// Resolve a `uvx` or `npx` closure afresh, taking the newest releases its requirements
+    /// allow. Without it a re-lock keeps each pinned version that still satisfies them, as
+    /// `npm install` or `cargo` do with a lockfile, and changes only what must change.
+    #[arg(short = 'U', long)]
+    pub upgrade: bool,
     /// The server's command and arguments (required for a new entry).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

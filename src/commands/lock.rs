@@ -74,6 +74,7 @@ async fn lock_all(path: &std::path::Path, args: &LockArgs, trust: &Trust) -> Res
                     timeout_secs: args.timeout_secs,
                     era: None,
                     allow_install_scripts: Vec::new(),
+                    upgrade: args.upgrade,
                     command: Vec::new(),
                 },
             )
@@ -298,6 +299,13 @@ async fn lock_one(
         .as_ref()
         .filter(|p| p.command == command && untrusted.is_none())
         .and_then(|p| p.artifacts.clone());
+    // What the resolution keeps, as a lockfile tool keeps its lock: the entry's closure (also
+    // under a new command, whose changed requirement moves only what it must), unless
+    // `--upgrade` asks for the newest releases. An untrusted entry's closure decides nothing.
+    let seed = previous
+        .as_ref()
+        .filter(|_| untrusted.is_none() && !args.upgrade)
+        .and_then(|p| p.artifacts.clone());
     // The closure is resolved on a thread of its own (a registry round trip). A re-lock of a
     // pinned command whose install is here starts the server from that install meanwhile: when
     // the resolution is the same, as it mostly is, that surface is the one; when it differs,
@@ -310,7 +318,11 @@ async fn lock_one(
             args.allow_install_scripts.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            crate::pin::resolve(&name, &command, previous.as_ref(), &allow)
+            let prior = crate::pin::Prior {
+                same_command: previous.as_ref(),
+                keep: seed.as_ref(),
+            };
+            crate::pin::resolve(&name, &command, prior, &allow)
         })
     };
     let early = previous_artifacts.filter(crate::pin::is_installed);

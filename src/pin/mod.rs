@@ -107,15 +107,28 @@ pub fn is_installed(artifacts: &Artifacts) -> bool {
         .is_some_and(|(digest, _)| digest == artifacts.digest().to_string())
 }
 
+/// What a re-lock knows of the entry's closure before it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prior<'a> {
+    /// The closure locked for this very command (a trusted entry): its allowed install scripts
+    /// stay allowed, and its wheel choices tell wheels apart.
+    pub same_command: Option<&'a Artifacts>,
+    /// The closure whose versions the resolution keeps where they still satisfy the
+    /// requirements, as `npm install` or `uv pip compile` keep an existing lock (none: resolve
+    /// afresh, `lock --upgrade`).
+    pub keep: Option<&'a Artifacts>,
+}
+
 /// Resolves the closure of `command` for `lock`: `None` when it is not a package runner (its
-/// code is not pinned). `previous` is the entry's closure before this lock; `allow_scripts`
-/// the npm packages whose install scripts may run (those `previous` allowed stay allowed).
+/// code is not pinned). `allow_scripts` are the npm packages whose install scripts may run
+/// (those `prior.same_command` allowed stay allowed).
 pub fn resolve(
     name: &str,
     command: &[String],
-    previous: Option<&Artifacts>,
+    prior: Prior<'_>,
     allow_scripts: &[String],
 ) -> Result<Option<Artifacts>> {
+    let previous = prior.same_command;
     match runner::parse(command) {
         None => Ok(None),
         Some(Err(e)) => Err(Error::new(format!(
@@ -128,7 +141,7 @@ pub fn resolve(
         ))
         .cause("`--allow-install-scripts` is for `npx` servers: a `uvx` closure holds built wheels only, which have no install scripts")
         .hint("drop `--allow-install-scripts`")),
-        Some(Ok(Runner::Uv(run))) => uv::resolve(&run, previous)
+        Some(Ok(Runner::Uv(run))) => uv::resolve(&run, previous, prior.keep)
             .map(Some)
             .map_err(|e| pin_error(name, e)),
         Some(Ok(Runner::Npm(run))) => {
@@ -140,7 +153,7 @@ pub fn resolve(
                     .filter(|p| p.install_script)
                     .map(|p| p.name.clone()),
             );
-            let artifacts = npm::resolve(&run, &allowed).map_err(|e| pin_error(name, e))?;
+            let artifacts = npm::resolve(&run, &allowed, prior.keep).map_err(|e| pin_error(name, e))?;
             for pkg in allow_scripts {
                 if !artifacts
                     .packages

@@ -120,8 +120,15 @@ fn string_list(v: &Value) -> Vec<String> {
 }
 
 /// Resolves the closure of `run` as npm does for a project that depends on the package. A
-/// package with an install script is refused unless `allow_scripts` names it.
-pub fn resolve(run: &NpmRun, allow_scripts: &[String]) -> Result<Artifacts> {
+/// package with an install script is refused unless `allow_scripts` names it. With `keep` (an
+/// npm closure) the project starts from its tree as its `package-lock.json`, and npm keeps
+/// every locked version that still satisfies its range, as `npm install` does in a project
+/// with a lockfile.
+pub fn resolve(
+    run: &NpmRun,
+    allow_scripts: &[String],
+    keep: Option<&Artifacts>,
+) -> Result<Artifacts> {
     let (name, range) = split_spec(&run.spec).ok_or_else(|| {
         Error::new(format!(
             "`{}` is not a registry package that can be pinned",
@@ -139,10 +146,19 @@ pub fn resolve(run: &NpmRun, allow_scripts: &[String]) -> Result<Artifacts> {
         .prefix("mcpsum-resolve-")
         .tempdir()
         .map_err(|e| Error::new("cannot create a temporary directory").cause(e))?;
-    let manifest = json!({"name": PROJECT, "version": "0.0.0", "private": true,
-                          "dependencies": {name.clone(): range}});
+    let deps = json!({name.clone(): range});
+    let manifest =
+        json!({"name": PROJECT, "version": "0.0.0", "private": true, "dependencies": deps});
     fs_err::write(tmp.path().join("package.json"), manifest.to_string())
         .map_err(|e| Error::new(what.clone()).cause(e))?;
+    let keep = keep.filter(|k| k.installer == Installer::Npm);
+    if let Some(keep) = keep {
+        fs_err::write(
+            tmp.path().join("package-lock.json"),
+            package_lock(keep, &deps).to_string(),
+        )
+        .map_err(|e| Error::new(what.clone()).cause(e))?;
+    }
     run_npm(
         &npm,
         &["install", "--package-lock-only", "--ignore-scripts"],
@@ -181,7 +197,17 @@ pub fn resolve(run: &NpmRun, allow_scripts: &[String]) -> Result<Artifacts> {
             continue;
         }
         let resolved = v["resolved"].as_str().unwrap_or_default();
-        if !resolved.starts_with("https://") && !resolved.starts_with("http://") {
+        let integrity = v["integrity"].as_str().unwrap_or_default();
+        // A package kept from `keep` has no URL (its lock names none): it is the registry
+        // package of that name, version and integrity that was pinned before (wherever npm
+        // places it in the tree now).
+        let kept = resolved.is_empty()
+            && keep.is_some_and(|k| {
+                k.packages
+                    .iter()
+                    .any(|p| p.name == pkg_name && p.version == version && p.hash == integrity)
+            });
+        if !kept && !resolved.starts_with("https://") && !resolved.starts_with("http://") {
             refused.push(format!("{here} comes from `{resolved}`, not a registry"));
             continue;
         }
@@ -274,6 +300,13 @@ fn project_files(artifacts: &Artifacts, top: &str) -> Option<(Value, Value)> {
     let deps = json!({top: root.version});
     let manifest =
         json!({"name": PROJECT, "version": "0.0.0", "private": true, "dependencies": deps});
+    Some((manifest, package_lock(artifacts, &deps)))
+}
+
+/// The `package-lock.json` of the project that depends on `deps`, holding the tree of
+/// `artifacts`. It names no tarball URL: npm fetches each package by name and version from
+/// the registry it is configured with.
+fn package_lock(artifacts: &Artifacts, deps: &Value) -> Value {
     let mut packages = serde_json::Map::new();
     packages.insert(
         String::new(),
@@ -314,9 +347,8 @@ fn project_files(artifacts: &Artifacts, top: &str) -> Option<(Value, Value)> {
         }
         packages.insert(p.npm_path(), Value::Object(e));
     }
-    let lock = json!({"name": PROJECT, "version": "0.0.0", "lockfileVersion": 3,
-                      "requires": true, "packages": packages});
-    Some((manifest, lock))
+    json!({"name": PROJECT, "version": "0.0.0", "lockfileVersion": 3,
+           "requires": true, "packages": packages})
 }
 
 /// Installs `artifacts` into `dir` (which does not exist yet): `npm ci --ignore-scripts` of a

@@ -143,10 +143,33 @@ fn parse_pylock(text: &str) -> std::result::Result<Vec<Locked>, String> {
     Ok(out)
 }
 
+/// The closure `keep` as a `pylock.toml` of names and versions: written as `uv pip compile`'s
+/// existing output, it makes uv prefer those versions wherever they still satisfy the
+/// requirements (as `--upgrade` would not).
+fn preferences(keep: &Artifacts) -> String {
+    // A JSON string is a TOML basic string (the same escapes).
+    let quoted = |s: &str| serde_json::Value::from(s).to_string();
+    let mut out = String::from("lock-version = \"1.0\"\ncreated-by = \"mcpsum\"\n");
+    for p in &keep.packages {
+        out.push_str(&format!(
+            "\n[[packages]]\nname = {}\nversion = {}\n",
+            quoted(&p.name),
+            quoted(&p.version)
+        ));
+    }
+    out
+}
+
 /// Resolves the closure of `run` as `uvx` would on this machine, with the hash of the exact
-/// wheel it installs of each package. `previous` (the entry's closure before) lets a re-lock
-/// that resolves the same versions skip the trial install that tells wheels apart.
-pub fn resolve(run: &UvRun, previous: Option<&Artifacts>) -> Result<Artifacts> {
+/// wheel it installs of each package. `previous` (the entry's closure before, for this
+/// command) lets a re-lock that resolves the same versions skip the trial install that tells
+/// wheels apart; the versions of `keep` are kept where they still satisfy the requirements,
+/// when it was resolved for the same Python.
+pub fn resolve(
+    run: &UvRun,
+    previous: Option<&Artifacts>,
+    keep: Option<&Artifacts>,
+) -> Result<Artifacts> {
     let uv = find_uv(&run.program)?;
     let (python, interpreter) = python_for(&uv, run.python.as_deref())?;
     let tmp = tempfile::Builder::new()
@@ -156,6 +179,11 @@ pub fn resolve(run: &UvRun, previous: Option<&Artifacts>) -> Result<Artifacts> {
     let pylock = tmp.path().join("pylock.toml");
     let pylock_arg = pylock.display().to_string();
     let what = format!("cannot resolve the dependencies of `{}`", run.requirement);
+    if let Some(keep) =
+        keep.filter(|k| k.installer == Installer::Uv && k.python.as_deref() == Some(&python))
+    {
+        fs_err::write(&pylock, preferences(keep)).map_err(|e| Error::new(what.clone()).cause(e))?;
+    }
     run_uv(
         &uv,
         &[

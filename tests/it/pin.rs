@@ -998,54 +998,69 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// A registry on loopback serving [`SCRIPTED`] 1.0.0 (packument and tarball), for as long as
-/// the test runs: its URL.
-fn scripted_registry(dir: &Path) -> String {
+/// A package a loopback registry serves: its `package.json` (name and version in it) and files.
+struct Served {
+    manifest: Value,
+    files: Vec<(&'static str, &'static str)>,
+}
+
+/// A registry on loopback serving `packages` (packuments and tarballs; each name's `latest` its
+/// last version given), for as long as the test runs: its URL and each tarball's integrity by
+/// `name@version`.
+fn local_registry(dir: &Path, packages: &[Served]) -> (String, BTreeMap<String, String>) {
     use sha2::Digest as _;
     use std::io::{Read, Write};
-    let pkg = dir.join("package");
-    std::fs::create_dir_all(&pkg).unwrap();
-    let manifest = json!({
-        "name": SCRIPTED, "version": "1.0.0",
-        "bin": {SCRIPTED: "server.js"},
-        "scripts": {"install": "node install.js"},
-    });
-    std::fs::write(pkg.join("package.json"), manifest.to_string()).unwrap();
-    std::fs::write(pkg.join("server.js"), SCRIPTED_SERVER).unwrap();
-    std::fs::write(
-        pkg.join("install.js"),
-        "require('fs').writeFileSync(require('path').join(__dirname, 'built.txt'), 'built by the install script\\n');\n",
-    )
-    .unwrap();
-    let tgz = dir.join("pkg.tgz");
-    assert!(
-        Command::new("tar")
-            .arg("czf")
-            .arg(&tgz)
-            .arg("-C")
-            .arg(dir)
-            .arg("package")
-            .status()
-            .unwrap()
-            .success()
-    );
-    let tarball = std::fs::read(&tgz).unwrap();
-    let integrity = format!("sha512-{}", base64(&sha2::Sha512::digest(&tarball)));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
-    let mut version = manifest.clone();
-    version["hasInstallScript"] = json!(true);
-    version["dist"] = json!({
-        "tarball": format!("{url}{SCRIPTED}/-/{SCRIPTED}-1.0.0.tgz"),
-        "integrity": integrity,
-    });
-    let packument = json!({
-        "name": SCRIPTED, "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": version},
-    })
-    .to_string();
+    let mut packuments: BTreeMap<String, Value> = BTreeMap::new();
+    let mut tarballs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut integrities = BTreeMap::new();
+    for (i, served) in packages.iter().enumerate() {
+        let name = served.manifest["name"].as_str().unwrap().to_owned();
+        let version = served.manifest["version"].as_str().unwrap().to_owned();
+        let root = dir.join(i.to_string());
+        let pkg = root.join("package");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("package.json"), served.manifest.to_string()).unwrap();
+        for (file, text) in &served.files {
+            std::fs::write(pkg.join(file), text).unwrap();
+        }
+        let tgz = root.join("pkg.tgz");
+        assert!(
+            Command::new("tar")
+                .arg("czf")
+                .arg(&tgz)
+                .arg("-C")
+                .arg(&root)
+                .arg("package")
+                .status()
+                .unwrap()
+                .success()
+        );
+        let tarball = std::fs::read(&tgz).unwrap();
+        let integrity = format!("sha512-{}", base64(&sha2::Sha512::digest(&tarball)));
+        let file = format!("{name}-{version}.tgz");
+        let mut v = served.manifest.clone();
+        if v["scripts"]["install"].is_string() {
+            v["hasInstallScript"] = json!(true);
+        }
+        v["dist"] = json!({"tarball": format!("{url}{name}/-/{file}"), "integrity": integrity});
+        let doc = packuments
+            .entry(name.clone())
+            .or_insert_with(|| json!({"name": name, "versions": {}}));
+        doc["versions"][&version] = v;
+        doc["dist-tags"] = json!({"latest": version});
+        integrities.insert(format!("{name}@{version}"), integrity);
+        tarballs.insert(file, tarball);
+    }
+    let packuments: BTreeMap<String, String> = packuments
+        .into_iter()
+        .map(|(k, v)| (format!("/{k}"), v.to_string()))
+        .collect();
+    let served = std::sync::Arc::new((packuments, tarballs));
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
-            let (packument, tarball) = (packument.clone(), tarball.clone());
+            let served = served.clone();
             std::thread::spawn(move || {
                 let mut conn = conn;
                 let mut req = Vec::new();
@@ -1062,10 +1077,11 @@ fn scripted_registry(dir: &Path) -> String {
                     .unwrap_or("")
                     .to_owned();
                 let target = line.split(' ').nth(1).unwrap_or("");
-                let (status, kind, body) = if target == format!("/{SCRIPTED}") {
-                    ("200 OK", "application/json", packument.into_bytes())
-                } else if target.ends_with(".tgz") {
-                    ("200 OK", "application/octet-stream", tarball)
+                let tarball = target.rsplit('/').next().and_then(|f| served.1.get(f));
+                let (status, kind, body) = if let Some(doc) = served.0.get(target) {
+                    ("200 OK", "application/json", doc.clone().into_bytes())
+                } else if let Some(t) = tarball.filter(|_| target.ends_with(".tgz")) {
+                    ("200 OK", "application/octet-stream", t.clone())
                 } else {
                     ("404 Not Found", "application/json", b"{}".to_vec())
                 };
@@ -1078,7 +1094,22 @@ fn scripted_registry(dir: &Path) -> String {
             });
         }
     });
-    url
+    (url, integrities)
+}
+
+/// A registry on loopback serving [`SCRIPTED`] 1.0.0, for as long as the test runs: its URL.
+fn scripted_registry(dir: &Path) -> String {
+    let manifest = json!({
+        "name": SCRIPTED, "version": "1.0.0",
+        "bin": {SCRIPTED: "server.js"},
+        "scripts": {"install": "node install.js"},
+    });
+    let install = "require('fs').writeFileSync(require('path').join(__dirname, 'built.txt'), 'built by the install script\\n');\n";
+    let served = Served {
+        manifest,
+        files: vec![("server.js", SCRIPTED_SERVER), ("install.js", install)],
+    };
+    local_registry(dir, &[served]).0
 }
 
 #[test]
@@ -1200,4 +1231,239 @@ fn a_relock_whose_resolution_differs_from_the_installed_closure_starts_the_new_o
         .code(0)
         .stderr_has(&["+ pydantic ", "surface unchanged since the previous lock"]);
     assert_eq!(p.w.lock_bytes(), before);
+}
+
+/// The release of `package` just before `newer` that `SPEC`'s closure can take, and the sha256
+/// of its one wheel: `uv pip compile` with `package<newer`, independently.
+fn older_release(p: &Pin, python: &str, package: &str, newer: &str) -> (String, String) {
+    let out = Command::new(p.bin.join("uv"))
+        .args([
+            "pip",
+            "compile",
+            "-",
+            "--format",
+            "pylock.toml",
+            "--no-header",
+            "--python",
+            python,
+            "--quiet",
+        ])
+        .env("UV_CACHE_DIR", p.uv_cache())
+        .envs(
+            ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+                .into_iter()
+                .filter_map(|v| Some((v, std::env::var_os(v)?))),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("{SPEC}\n{package}<{newer}\n").as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let block = text
+        .split("[[packages]]")
+        .find(|b| b.contains(&format!("name = \"{package}\"\n")))
+        .unwrap_or_else(|| panic!("no {package} in\n{text}"));
+    let version = block
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_owned();
+    let wheels = block.split("wheels = [").nth(1).unwrap();
+    let hashes: Vec<&str> = wheels
+        .split("sha256 = \"")
+        .skip(1)
+        .map(|h| &h[..64])
+        .collect();
+    assert_eq!(
+        hashes.len(),
+        1,
+        "{package} {version} has one wheel: {block}"
+    );
+    (version, format!("sha256:{}", hashes[0]))
+}
+
+#[test]
+fn a_uvx_relock_keeps_the_pinned_versions_and_upgrade_takes_new_releases() {
+    let Some(p) = Pin::new() else { return };
+    p.lock(&[]).code(0);
+    let newest = p.w.lock_bytes();
+    let lock = p.w.lock_json();
+    let a = &lock["servers"]["time"]["artifacts"];
+    let python = a["python"].as_str().unwrap().to_owned();
+    let pkg = "idna";
+    let current = a["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == pkg)
+        .and_then(|p| p["version"].as_str())
+        .unwrap_or_else(|| panic!("no {pkg} in {a}"))
+        .to_owned();
+    // A real older release of a dependency, pinned with its real hash: still what the
+    // requirements allow.
+    let (older, hash) = older_release(&p, &python, pkg, &current);
+    let mut edited = lock.clone();
+    rewrite_artifacts(&mut edited, "time", |a| {
+        for p in a["packages"].as_array_mut().unwrap() {
+            if p["name"] == pkg {
+                p["version"] = json!(older);
+                p["hash"] = json!(hash);
+            }
+        }
+    });
+    let mut pinned = serde_json::to_vec_pretty(&edited).unwrap();
+    pinned.push(b'\n');
+    p.w.write_lock(pinned.clone());
+
+    // A re-lock keeps it, as a lockfile tool keeps its lock.
+    p.run(&["lock", "--name", "time"])
+        .code(0)
+        .stderr_has(&["  unchanged since the previous lock"]);
+    assert_eq!(
+        String::from_utf8(p.w.lock_bytes()).unwrap(),
+        String::from_utf8(pinned).unwrap(),
+        "the older pin is kept"
+    );
+
+    // `--upgrade` takes the newest release, shown as a lockfile diff reads.
+    p.run(&["lock", "--name", "time", "--upgrade"])
+        .code(0)
+        .stderr_has(&[
+            "code changes against the previous lock:",
+            &format!("~ {pkg} {older} → {current}"),
+            "surface unchanged since the previous lock",
+        ]);
+    assert_eq!(
+        String::from_utf8(p.w.lock_bytes()).unwrap(),
+        String::from_utf8(newest).unwrap()
+    );
+}
+
+/// The server the relock registry serves, and the dependency it needs (`^1.0.0`), served at
+/// 1.0.0 and 1.1.0.
+const RELOCK_TOP: &str = "mcpsum-relock-fixture";
+const RELOCK_DEP: &str = "mcpsum-relock-dep";
+
+#[test]
+fn an_npx_relock_keeps_the_pinned_versions_and_upgrade_takes_new_releases() {
+    let Some(p) = Pin::new() else { return };
+    if which_node().is_none() {
+        assert!(!support::real_servers_required(), "no `node` on PATH");
+        return eprintln!("skipping: no `node` on PATH");
+    }
+    let dep = |version: &str| Served {
+        manifest: json!({"name": RELOCK_DEP, "version": version, "main": "index.js"}),
+        files: vec![("index.js", "module.exports = {};\n")],
+    };
+    let top = Served {
+        manifest: json!({
+            "name": RELOCK_TOP, "version": "1.0.0",
+            "bin": {RELOCK_TOP: "server.js"},
+            "dependencies": {RELOCK_DEP: "^1.0.0"},
+        }),
+        files: vec![("server.js", SCRIPTED_SERVER)],
+    };
+    let (registry, integrity) = local_registry(
+        &p.w.path().join("registry"),
+        &[dep("1.0.0"), dep("1.1.0"), top],
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["lock", "--name", "fixture"];
+        args.extend(extra);
+        Run::from_output(
+            p.cmd()
+                .args(&args)
+                .env("npm_config_registry", &registry)
+                .output()
+                .unwrap(),
+        )
+    };
+    let spec = format!("{RELOCK_TOP}@1.0.0");
+    run(&["--era", "legacy", "--", "npx", "-y", &spec])
+        .code(0)
+        .stderr_has(&["code pinned: 2 packages"]);
+    let newest = p.w.lock_bytes();
+    let version_of = |lock: &Value| {
+        lock["servers"]["fixture"]["artifacts"]["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == RELOCK_DEP)
+            .map(|p| p["version"].clone())
+    };
+    assert_eq!(version_of(&p.w.lock_json()), Some(json!("1.1.0")));
+
+    // The older release, pinned with its integrity: the range allows it.
+    let mut edited = p.w.lock_json();
+    rewrite_artifacts(&mut edited, "fixture", |a| {
+        for p in a["packages"].as_array_mut().unwrap() {
+            if p["name"] == RELOCK_DEP {
+                p["version"] = json!("1.0.0");
+                p["hash"] = json!(integrity[&format!("{RELOCK_DEP}@1.0.0")]);
+            }
+        }
+    });
+    let mut pinned = serde_json::to_vec_pretty(&edited).unwrap();
+    pinned.push(b'\n');
+    p.w.write_lock(pinned.clone());
+
+    // A re-lock keeps it, as `npm install` keeps a `package-lock.json`.
+    run(&[])
+        .code(0)
+        .stderr_has(&["  unchanged since the previous lock"]);
+    assert_eq!(version_of(&p.w.lock_json()), Some(json!("1.0.0")));
+    assert_eq!(
+        String::from_utf8(p.w.lock_bytes()).unwrap(),
+        String::from_utf8(pinned.clone()).unwrap(),
+        "the older pin is kept"
+    );
+
+    // Unsigned under an allowed-signers file, the entry's closure keeps nothing: the command
+    // given is resolved as a new server's.
+    let key = p.w.path().join("key");
+    assert!(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let anchor = p.w.path().join("allowed_signers");
+    std::fs::write(&anchor, format!("alice {public}")).unwrap();
+    let anchor = anchor.display().to_string();
+    let r = Run::from_output(
+        p.cmd()
+            .args(["--allowed-signers", &anchor, "lock", "--name", "fixture"])
+            .args(["--", "npx", "-y", &spec])
+            .env("npm_config_registry", &registry)
+            .output()
+            .unwrap(),
+    );
+    r.code(0)
+        .stderr_has(&[&format!("~ {RELOCK_DEP} 1.0.0 → 1.1.0")]);
+    assert_eq!(version_of(&p.w.lock_json()), Some(json!("1.1.0")));
+    p.w.write_lock(&pinned);
+
+    // `--upgrade` resolves afresh: the newest release the range allows.
+    run(&["--upgrade"]).code(0).stderr_has(&[
+        "code changes against the previous lock:",
+        &format!("~ {RELOCK_DEP} 1.0.0 → 1.1.0"),
+        "surface unchanged since the previous lock",
+    ]);
+    assert_eq!(
+        String::from_utf8(p.w.lock_bytes()).unwrap(),
+        String::from_utf8(newest).unwrap()
+    );
 }

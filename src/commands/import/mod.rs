@@ -149,6 +149,7 @@ pub async fn run(
                             timeout_secs: args.timeout_secs,
                             era: None,
                             allow_install_scripts: Vec::new(),
+                            upgrade: false,
                             command: job.argv.clone(),
                         },
                     )
