@@ -1545,7 +1545,6 @@ fn sshsig_version_zero_is_read_as_ssh_keygen_reads_it() {
 
 /// `base64 ARGS` (coreutils) over `input`.
 fn coreutils_base64(args: &[&str], input: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
     let mut child = Command::new("base64")
         .args(args)
         .stdin(Stdio::piped())
