@@ -595,7 +595,7 @@ pub fn warn_if_stale_before(lockfile: &Path) {
 /// `sandbox suggest --write`), once: a warning when it has no valid signature:
 /// with an allowed-signers file in force, that proxies refuse its servers until a signer it
 /// lists runs `mcpsum sign` (a new lockfile is unsigned, a changed one no longer matches);
-/// without one, only a signature that no longer matches ([`warn_if_stale`]). An anchor that
+/// without one, only a signature that no longer matches (`warn_if_stale`). An anchor that
 /// cannot be read is left to the next command that needs it, which refuses naming it.
 pub fn warn_after_write(lockfile: &Path, trust: &Trust) {
     let Ok(Some(anchor)) = trust.anchor_for(lockfile) else {
