@@ -558,14 +558,39 @@ fn alongside<C: Send, T>(
         let c = check();
         return (c, work());
     }
+    let here = nix::sched::sched_getcpu().ok();
     std::thread::scope(|s| {
-        let handle = s.spawn(check);
+        let handle = s.spawn(move || {
+            elsewhere(here);
+            check()
+        });
+        // A new thread placed on this processor waits until this one blocks: the turn given
+        // here lets it start and move itself to another one ([`elsewhere`]).
+        std::thread::yield_now();
         let done = work();
         match handle.join() {
             Ok(c) => (c, done),
             Err(panic) => std::panic::resume_unwind(panic),
         }
     })
+}
+
+/// Moves the calling thread off processor `cpu` (the spawning thread's), when another one is
+/// allowed: a new thread is often placed on its parent's processor and then takes turns with it
+/// instead of running beside it, while the other one idles (seen on 2-CPU machines: the hash
+/// ran while the parse waited). Best effort: the thread stays where it is when this fails.
+fn elsewhere(cpu: Option<usize>) {
+    use nix::sched::{sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let (Some(cpu), Ok(mut set)) = (cpu, sched_getaffinity(Pid::from_raw(0))) else {
+        return;
+    };
+    let others = (0..nix::sched::CpuSet::count())
+        .filter(|&c| c != cpu && set.is_set(c).unwrap_or(false))
+        .count();
+    if others > 0 && set.unset(cpu).is_ok() {
+        let _ = sched_setaffinity(Pid::from_raw(0), &set);
+    }
 }
 
 /// The lockfile's signature file, when there is one that no longer matches the lockfile's
