@@ -156,6 +156,24 @@ pub fn protected(lockfile: &Path) -> Result<mcpsum_sandbox::Protected, String> {
     })
 }
 
+/// Warns about rules that open credentials to the server or let it write a system folder:
+/// allowed (the policy is the person's), but never silently. `lock --sandbox` and `sandbox
+/// test` both say it.
+pub fn warn_wide_rules(server: &str, policy: &mcpsum_sandbox::ValidatedPolicy) {
+    for (key, credential) in mcpsum_sandbox::exposed_credentials(policy) {
+        crate::output::warn(&format!(
+            "server `{server}`: `{key}` opens the credentials at `{}` to the server; narrow the entry unless the server needs them",
+            crate::text::sanitize_line(&credential.display().to_string())
+        ));
+    }
+    for (key, dir) in mcpsum_sandbox::system_write_rules(policy) {
+        crate::output::warn(&format!(
+            "server `{server}`: `{key}` lets the server write the system folder `{}`, which other programs run or read; narrow the entry to the files or the folder it needs",
+            crate::text::sanitize_line(&dir.display().to_string())
+        ));
+    }
+}
+
 /// Validates the policy on this machine and builds the launch request.
 pub fn request(
     server: &str,

@@ -275,21 +275,7 @@ async fn lock_one(
                         file.display()
                     ))
             })?;
-        // Allowed (the policy is the person's), but never silently.
-        for (key, credential) in mcpsum_sandbox::exposed_credentials(&req.policy) {
-            output::warn(&format!(
-                "server `{}`: `{key}` opens the credentials at `{}` to the server; narrow the entry unless the server needs them",
-                args.name,
-                crate::text::sanitize_line(&credential.display().to_string())
-            ));
-        }
-        for (key, dir) in mcpsum_sandbox::system_write_rules(&req.policy) {
-            output::warn(&format!(
-                "server `{}`: `{key}` lets the server write the system folder `{}`, which other programs run or read; narrow the entry to the files or the folder it needs",
-                args.name,
-                crate::text::sanitize_line(&dir.display().to_string())
-            ));
-        }
+        crate::sandboxing::warn_wide_rules(&args.name, &req.policy);
         policy.get_or_insert_with(Policy::default).sandbox = Some(sandbox);
     }
 

@@ -54,6 +54,7 @@ pub async fn run(
     let env = crate::mcp::process::server_env(&entry.env_passthrough);
     let (req, protected) = crate::sandboxing::request(&args.name, &launch.argv, &spec, env)
         .map_err(|e| Error::new(e).hint("fix `policy.sandbox` in the lockfile"))?;
+    crate::sandboxing::warn_wide_rules(&args.name, &req.policy);
 
     let egress = if policy.network.allow.is_empty() {
         None
