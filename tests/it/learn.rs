@@ -153,6 +153,19 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Locks `learn_server.py` as server `learn`, sandboxed to read only its own script, passing
+/// `env`; false (after saying why) when the sandbox cannot be built on this kernel.
+fn lock_learner(w: &Sbx, env: &[&str]) -> bool {
+    let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
+    let r = w.run(&w.lock_args("learn", &first, env, &learn_argv()));
+    if let Some(why) = kernel_lacks(&r) {
+        skip(&why);
+        return false;
+    }
+    r.code(0);
+    true
+}
+
 #[test]
 fn learn_suggest_paste_and_run_sandboxed() {
     use crate::sandbox::sdk_client;
@@ -172,12 +185,9 @@ fn learn_suggest_paste_and_run_sandboxed() {
         }
         let ctx = format!("uid {uid}");
         // Locked under a first policy that grants only the server's own script.
-        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
-        let r = w.run(&w.lock_args("learn", &first, &["SSL_CERT_FILE"], &learn_argv()));
-        if let Some(why) = kernel_lacks(&r) {
-            return skip(&why);
+        if !lock_learner(&w, &["SSL_CERT_FILE"]) {
+            return;
         }
-        r.code(0);
 
         // 1. Learn: the server runs unrestricted while its tree is watched.
         let mut steps = exercise(&w, port);
@@ -770,12 +780,9 @@ fn learning_adds_up_and_listings_mkdir_p_and_temporaries_grant_nothing() {
             json!({"argv": ["/bin/sh", "-c", script]})
         };
         let ctx = format!("uid {uid}");
-        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
-        let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
-        if let Some(why) = kernel_lacks(&r) {
-            return skip(&why);
+        if !lock_learner(&w, &[]) {
+            return;
         }
-        r.code(0);
         let learn = |calls: &[(&str, Value)], log: &str| {
             let mut s = session(
                 w.command(&["proxy", "--name", "learn", "--learn"]),
@@ -900,12 +907,9 @@ fn links_grant_their_own_folder_and_code_folders_are_never_proposed() {
         std::os::unix::fs::symlink(w.p("data/target/f"), w.p("data/out/through")).unwrap();
         w.chown();
         let ctx = format!("uid {uid}");
-        let first = policy(&[helper("learn_server.py").display().to_string()], &[], &[]);
-        let r = w.run(&w.lock_args("learn", &first, &[], &learn_argv()));
-        if let Some(why) = kernel_lacks(&r) {
-            return skip(&why);
+        if !lock_learner(&w, &[]) {
+            return;
         }
-        r.code(0);
         let (f, g, lnk) = (
             w.s("data/target/f"),
             w.s("data/other/g"),

@@ -162,38 +162,11 @@ fn remove_tree(dir: &Path) {
 
 /// `uv pip compile --generate-hashes`, independently: name → (version, every hash).
 fn independent_resolution(p: &Pin, python: &str) -> BTreeMap<String, (String, Vec<String>)> {
-    let out = Command::new(p.bin.join("uv"))
-        .args([
-            "pip",
-            "compile",
-            "-",
-            "--generate-hashes",
-            "--no-header",
-            "--no-annotate",
-            "--python",
-            python,
-            "--quiet",
-        ])
-        .env("UV_CACHE_DIR", p.uv_cache())
-        .envs(
-            ["SSL_CERT_FILE", "SSL_CERT_DIR"]
-                .into_iter()
-                .filter_map(|v| Some((v, std::env::var_os(v)?))),
-        )
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(format!("{SPEC}\n").as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = uv_compile(
+        p,
+        &["--generate-hashes", "--no-annotate", "--python", python],
+        &format!("{SPEC}\n"),
+    );
     let mut map = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in text.lines() {
@@ -1233,21 +1206,12 @@ fn a_relock_whose_resolution_differs_from_the_installed_closure_starts_the_new_o
     assert_eq!(p.w.lock_bytes(), before);
 }
 
-/// The release of `package` just before `newer` that `SPEC`'s closure can take, and the sha256
-/// of its one wheel: `uv pip compile` with `package<newer`, independently.
-fn older_release(p: &Pin, python: &str, package: &str, newer: &str) -> (String, String) {
+/// What `uv pip compile - --no-header --quiet ARGS` prints for the requirements `input`, run
+/// independently of mcpsum with the test's uv cache.
+fn uv_compile(p: &Pin, args: &[&str], input: &str) -> String {
     let out = Command::new(p.bin.join("uv"))
-        .args([
-            "pip",
-            "compile",
-            "-",
-            "--format",
-            "pylock.toml",
-            "--no-header",
-            "--python",
-            python,
-            "--quiet",
-        ])
+        .args(["pip", "compile", "-", "--no-header", "--quiet"])
+        .args(args)
         .env("UV_CACHE_DIR", p.uv_cache())
         .envs(
             ["SSL_CERT_FILE", "SSL_CERT_DIR"]
@@ -1259,15 +1223,22 @@ fn older_release(p: &Pin, python: &str, package: &str, newer: &str) -> (String, 
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(format!("{SPEC}\n{package}<{newer}\n").as_bytes())?;
+            c.stdin.take().unwrap().write_all(input.as_bytes())?;
             c.wait_with_output()
         })
         .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "uv pip compile {args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The release of `package` just before `newer` that `SPEC`'s closure can take, and the sha256
+/// of its one wheel: `uv pip compile` with `package<newer`, independently.
+fn older_release(p: &Pin, python: &str, package: &str, newer: &str) -> (String, String) {
+    let text = uv_compile(
+        p,
+        &["--format", "pylock.toml", "--python", python],
+        &format!("{SPEC}\n{package}<{newer}\n"),
+    );
     let block = text
         .split("[[packages]]")
         .find(|b| b.contains(&format!("name = \"{package}\"\n")))

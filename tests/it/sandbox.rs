@@ -1864,18 +1864,16 @@ fn sandbox_test_json_as_programs_read_it() {
     report_settings().bind(|| insta::assert_snapshot!("sandbox_test_json", text));
 }
 
-/// A `sandbox test` that fails (exit 1: the test build drops two seccomp rules) as a person
-/// reads it, as root: the failed rows stand out and the last line says how many.
-#[test]
-fn a_failing_sandbox_test_report_as_people_read_it() {
-    if !root_snapshot_possible() {
-        return;
-    }
-    let mut w = Sbx::new(0);
+/// A world (as `uid`) with server `probe` locked, then run by the test build of mcpsum that
+/// drops `ptrace` and `keyctl` from the seccomp filter; `None` (after saying why) when the
+/// sandbox cannot be built on this kernel.
+fn weakened_probe(uid: u32) -> Option<Sbx> {
+    let mut w = Sbx::new(uid);
     let read = vec![helper("").display().to_string(), w.s("data")];
     let r = w.lock("probe", &policy(&read, &[], &[]), &escape_argv());
     if let Some(why) = kernel_lacks(&r) {
-        return skip(&why);
+        skip(&why);
+        return None;
     }
     r.code(0);
     let bin = w.p("bin/mcpsum-weakened");
@@ -1884,6 +1882,17 @@ fn a_failing_sandbox_test_report_as_people_read_it() {
     w.bin = bin;
     w.extra_env
         .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,keyctl".into()));
+    Some(w)
+}
+
+/// A `sandbox test` that fails (exit 1: the test build drops two seccomp rules) as a person
+/// reads it, as root: the failed rows stand out and the last line says how many.
+#[test]
+fn a_failing_sandbox_test_report_as_people_read_it() {
+    if !root_snapshot_possible() {
+        return;
+    }
+    let Some(w) = weakened_probe(0) else { return };
     let r = w.run(&["sandbox", "test", "--name", "probe"]);
     r.code(1);
     let text = report_text(&r.stdout, &w);
@@ -2114,20 +2123,10 @@ fn weakened_binary() -> PathBuf {
 #[test]
 fn sandbox_test_fails_when_a_layer_is_weakened_in_a_test_build() {
     for uid in users() {
-        let mut w = Sbx::new(uid);
-        let read = vec![helper("").display().to_string(), w.s("data")];
-        let r = w.lock("probe", &policy(&read, &[], &[]), &escape_argv());
-        if let Some(why) = kernel_lacks(&r) {
-            return skip(&why);
-        }
-        r.code(0);
         // The same world, the same lock, the test build: it must see what it dropped.
-        let bin = w.p("bin/mcpsum-weakened");
-        std::fs::copy(weakened_binary(), &bin).unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        w.bin = bin;
-        w.extra_env
-            .push(("MCPSUM_TEST_WEAKEN_SECCOMP".into(), "ptrace,keyctl".into()));
+        let Some(mut w) = weakened_probe(uid) else {
+            return;
+        };
         let r = w.run(&["sandbox", "test", "--name", "probe", "--json"]);
         let ctx = format!("uid {uid}: {}", r.stderr);
         assert_eq!(r.code, 1, "{ctx}: {}", r.stdout);

@@ -1525,12 +1525,7 @@ fn sshsig_version_zero_is_read_as_ssh_keygen_reads_it() {
     for (version, accepted) in [(0u8, true), (2, false)] {
         blob[9] = version;
         // Lines of 70 characters, as ssh-keygen writes them.
-        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
-        std::fs::write(
-            sig_file(&w),
-            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
-        )
-        .unwrap();
+        write_armored_sig(&w, &blob);
         let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
         assert_eq!(ok, accepted, "ssh-keygen on version {version}: {out}");
         let r = run_with(&w, &anchor, &["verify"]);
@@ -1541,6 +1536,16 @@ fn sshsig_version_zero_is_read_as_ssh_keygen_reads_it() {
                 .stderr_has(&["signature version 2", "versions 0 and 1", "mcpsum sign"]);
         }
     }
+}
+
+/// `blob` as the lockfile's signature file, armored as ssh-keygen writes it (lines of 70).
+fn write_armored_sig(w: &World, blob: &[u8]) {
+    let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], blob)).unwrap();
+    std::fs::write(
+        sig_file(w),
+        format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
+    )
+    .unwrap();
 }
 
 /// `base64 ARGS` (coreutils) over `input`.
@@ -1612,12 +1617,7 @@ fn an_sshsig_made_with_sha1_rsa_is_refused_saying_so() {
             &sig,
         ]
         .concat();
-        let b64 = String::from_utf8(coreutils_base64(&["-w", "70"], &blob)).unwrap();
-        std::fs::write(
-            sig_file(&w),
-            format!("-----BEGIN SSH SIGNATURE-----\n{b64}-----END SSH SIGNATURE-----\n"),
-        )
-        .unwrap();
+        write_armored_sig(&w, &blob);
         let (ok, out) = ssh_keygen_verifies(&w, &anchor, "alice");
         assert_eq!(ok, accepted, "ssh-keygen on {alg}: {out}");
         let r = run_with(&w, &anchor, &["verify"]);
